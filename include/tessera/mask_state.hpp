@@ -1,0 +1,62 @@
+#pragma once
+/// @file mask_state.hpp
+/// The shared mask state mu(M) (DESIGN.md section 5): the mask in canonical block-CSR form plus scalar
+/// statistics s(M). Broadcast extents are kept (a mask with H_m = 1 has n_qb rows per batch, not H_q * n_qb).
+#include <cstdint>
+#include <vector>
+
+#include "tessera/mask.hpp"
+
+namespace tessera {
+
+/// Extents of a mask: B_m, H_m, n_qb, n_kvb.
+struct MaskShape {
+  std::int64_t batch = 1;
+  std::int64_t heads = 1;
+  std::int64_t n_qb = 0;
+  std::int64_t n_kvb = 0;
+  std::int64_t rows() const noexcept { return batch * heads * n_qb; }
+  std::int64_t total_blocks() const noexcept { return rows() * n_kvb; }
+  bool operator==(const MaskShape&) const = default;
+};
+
+/// Integer counters of a mask, computed identically on the CPU and the GPU. A *run* is a maximal sequence of
+/// active blocks with consecutive kv-block indices within one row.
+struct MaskCounters {
+  std::int64_t active_blocks = 0;       ///< nnz
+  std::int64_t runs = 0;                ///< number of runs over all rows
+  std::int64_t blocks_in_long_runs = 0; ///< active blocks that sit in runs of length >= 2
+  std::int64_t max_row_active = 0;      ///< max active blocks in one row
+  std::int64_t empty_rows = 0;          ///< rows with no active block
+  bool operator==(const MaskCounters&) const = default;
+};
+
+/// Scalar statistics s(M), derived on the host from MaskCounters and MaskShape (so CPU and GPU agree bit for bit).
+struct MaskStats {
+  MaskShape shape;
+  MaskCounters counters;
+  double density = 0;          ///< active blocks / total blocks (0 for a mask with no blocks)
+  double run_coverage = 0;     ///< blocks_in_long_runs / active blocks (0 for an empty mask)
+  double mean_run_length = 0;  ///< active blocks / runs (0 for an empty mask)
+  double mean_row_active = 0;  ///< active blocks / rows
+  std::int64_t max_row_active = 0;
+  std::int64_t empty_rows = 0;
+  bool operator==(const MaskStats&) const = default;
+};
+
+/// Derives MaskStats from counters (the only place the ratios are computed).
+MaskStats derive_mask_stats(const MaskShape& shape, const MaskCounters& counters) noexcept;
+
+/// mu(M) in host memory: canonical block-CSR (row_offsets [rows+1], col_indices [nnz], strictly increasing per row).
+struct HostMaskState {
+  MaskShape shape;
+  std::vector<std::int32_t> row_offsets;
+  std::vector<std::int32_t> col_indices;
+  MaskStats stats;
+};
+
+/// Builds mu(M) on the CPU from a mask whose tensors are in CPU memory. Validates mask contents and throws
+/// tessera::Error (kInvalidArgument, naming "mask.<field>") on out-of-range, unsorted or duplicate indices.
+HostMaskState build_mask_state_cpu(const BlockMask& mask);
+
+}  // namespace tessera

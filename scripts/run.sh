@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The main job (README): installs dependencies, builds, and runs `tessera run` on its embedded default input.
+# Extra arguments go to `tessera run`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PRESET="${TESSERA_PRESET:-dev}"
+scripts/setup.sh >/dev/null
+cmake --preset "$PRESET" >/dev/null
+cmake --build --preset "$PRESET" -j "$(nproc)" --target tessera_cli >/dev/null
+exec "build/$PRESET/bin/tessera" run "$@"

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every Debian and PyPI dependency that Tessera's build and tests need. Idempotent: it installs
+# only what is missing, so running it again is cheap. Needs root (or sudo) for apt-get.
+set -euo pipefail
+DEBIAN_PACKAGES=(
+  build-essential cmake ninja-build git pkg-config python3 python3-pip
+  libgtest-dev googletest libbenchmark-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev libpng-dev zlib1g-dev
+)
+missing=()
+for p in "${DEBIAN_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "setup: installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "setup: error: the CUDA toolkit (nvcc >= 12.8) is required and was not found on PATH or in /usr/local/cuda" >&2
+  exit 1
+fi
+# Python packages used by the corpus tests (reading mask files with safetensors + numpy alone).
+PY_PACKAGES=(numpy safetensors)
+pymissing=()
+for p in "${PY_PACKAGES[@]}"; do python3 -c "import $p" 2>/dev/null || pymissing+=("$p"); done
+if ((${#pymissing[@]})); then
+  echo "setup: installing Python packages: ${pymissing[*]}"
+  python3 -m pip install -q "${pymissing[@]}"
+fi
+echo "setup: all dependencies present"

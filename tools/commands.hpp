@@ -1,0 +1,15 @@
+#pragma once
+// Registration of the `tessera` subcommands. Each add_* function lives in its own cmd_*.cpp file; a command
+// runs inside its CLI11 callback, so errors thrown there reach main()'s handler.
+#include <CLI/CLI.hpp>
+
+namespace tessera::tools {
+
+void add_version_command(CLI::App& app);
+
+/// Registers every subcommand (add new ones here).
+inline void register_commands(CLI::App& app) {
+  add_version_command(app);
+}
+
+}  // namespace tessera::tools
