@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds and tests Tessera on the GPU machine (H200), then runs the GPU benchmarks named in $TESSERA_BENCH.
+# Dependencies come from .deps (scripts/stage_gpu_deps.sh, carried with the call). Logs and results go to
+# ${OUT:-out}/. Usage on the device:  scripts/gpu_check.sh [ctest args...]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
+DEPS="$PWD/.deps/root/usr"
+export LD_LIBRARY_PATH="$DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/gpu.txt" 2>&1
+git rev-parse HEAD > "$OUT/revision.txt" 2>/dev/null || true
+start=$(date +%s)
+cmake --preset gpu -G Ninja -DCMAKE_PREFIX_PATH="$DEPS" -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" \
+  -DTESSERA_KERNEL_FILTER="${TESSERA_KERNEL_FILTER:-.*}" > "$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 3; }
+cmake --build --preset gpu -j 16 > "$OUT/build.log" 2>&1 || { grep -E 'error|Error' "$OUT/build.log" | head -40; exit 4; }
+echo "gpu build: $(( $(date +%s) - start )) s"
+ctest --preset gpu -j 4 --output-junit "$OUT/ctest.xml" "$@" > "$OUT/ctest.log" 2>&1
+rc=$?
+grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/ctest.log" | head -40
+for b in ${TESSERA_BENCH:-}; do
+  echo "== bench $b"; "build/gpu/bin/$b" --out "$OUT" 2>&1 | tee "$OUT/$b.log" | tail -30
+done
+exit $rc

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Stages the build dependencies for the GPU machine, which reaches no package registry: downloads the Debian
+# packages of the header/static libraries the build needs and unpacks them under .deps/root (git-ignored).
+# scripts/gpu_check.sh then points CMake at them. Run here (where apt works); carry `.deps` to the device.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PKGS=(libgtest-dev googletest libbenchmark-dev libbenchmark1debian nlohmann-json3-dev libcli11-dev libfmt-dev libfmt9
+      libpng-dev libpng16-16 zlib1g-dev)
+mkdir -p .deps/debs .deps/root
+(cd .deps/debs && apt-get download "${PKGS[@]}" >/dev/null)
+for f in .deps/debs/*.deb; do dpkg -x "$f" .deps/root; done
+rm -rf .deps/debs
+echo "staged: $(du -sh .deps | cut -f1) under .deps/root"
