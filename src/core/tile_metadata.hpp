@@ -1,0 +1,63 @@
+#pragma once
+// Launch metadata: the contract between launch preparation (src/core + src/cuda builders, CPU twins) and the
+// executors (CPU plan executor in src/cpu, attention kernels in src/kernels). Plain structs usable from host
+// and device code. DESIGN.md sections 3 and 5.
+//
+// Terms. A *physical tile* covers T_Q query tokens x T_KV kv tokens. The *tile grid* of one mask head
+// (b_m, h_m) has n_qt = ceil(N_q / T_Q) tile rows. A *tile row* lists its KV tiles (entries) in a CSR:
+//   tile_row_offsets[row .. row+1) -> entries; row numbering = (b_m * H_m + h_m) * n_rows_per_head + r.
+// Each entry is one KV tile, visited in list order (the traversal order is the order the builder wrote).
+//
+//  - Span KV tiles (Direct, Coarsened-span, Refined): entry e covers kv tokens
+//      [kv_tile[e] * T_KV, min(N_kv, (kv_tile[e] + 1) * T_KV)).
+//  - Packed (gathered) KV tiles, c_kv logical blocks per tile: entry e covers the logical kv blocks
+//      gather_blocks[e * c_kv + j], j < c_kv (value -1 = empty slot, contributes nothing), each B_KV tokens
+//      (the last block of the sequence may be ragged). kv_tile[e] is unused (0).
+//  - Membership: member[e] (null array = every pair of the tile is active) has bit (qi * 8 + kj) set when
+//    query sub-block qi and kv sub-block kj of the tile are an active pair. Sub-blocks are logical blocks
+//    (B_Q and B_KV tokens) on a coarsened dimension; on a Direct or Refined dimension the index is always 0.
+//    Inactive pairs are masked to -inf before the online-softmax update.
+//
+// A *work item* is what one CTA (or one step of a persistent CTA) computes: one query tile of one (b, h) over a
+// contiguous range of its tile row's entries. With split-KV several items share a query tile, each writing a
+// partial (O, LSE) to the workspace; the merge index then combines them.
+#include <cstdint>
+
+namespace tessera {
+
+/// Largest coarsening / refinement factor per dimension (membership uses 8 bits per query sub-block).
+inline constexpr int kMaxMappingFactor = 8;
+
+/// One unit of CTA work. 32 bytes.
+struct WorkItem {
+  std::int32_t batch;         ///< b in [0, B)
+  std::int32_t head;          ///< query head h in [0, H_q); kv head = h / (H_q / H_kv)
+  std::int32_t q_start;       ///< first query token of the tile (tokens past N_q are never read or written)
+  std::int32_t q_len;         ///< query tokens in the tile, 1..T_Q
+  std::int32_t entry_begin;   ///< first entry (KV tile) of this item
+  std::int32_t entry_end;     ///< one past the last entry; entry_begin == entry_end: empty row -> O = 0, LSE = -inf
+  std::int32_t tile_row;      ///< the tile row (CSR row of the entries) this item reads; for tools and checks
+  std::int32_t partial;       ///< -1: write O / LSE directly; >= 0: write partial slot `partial` of the workspace
+};
+static_assert(sizeof(WorkItem) == 32);
+
+/// Device (or host) pointers to one prepared plan's metadata. Arrays a mapping does not need are null.
+struct TileMetadataView {
+  const WorkItem* items = nullptr;           ///< [n_items], in launch order (the grouping / ordering is the plan's)
+  std::int32_t n_items = 0;
+  const std::int32_t* kv_tile = nullptr;     ///< [n_entries] span tile index (span forms)
+  const std::uint64_t* member = nullptr;     ///< [n_entries] membership bits, or null = all active
+  const std::int32_t* gather_blocks = nullptr;  ///< [n_entries * c_kv] packed KV logical block indices, or null
+  std::int32_t c_kv_gather = 0;              ///< c_kv of the packed form (0 when not packed)
+  std::int64_t n_entries = 0;
+  // Split-KV merge index: for each merged query tile m, its partial slots are
+  // merge_offsets[m] .. merge_offsets[m+1) (contiguous slot numbers), and merge_items[m] is the WorkItem-shaped
+  // description of the destination (batch, head, q_start, q_len).
+  const std::int32_t* merge_offsets = nullptr;  ///< [n_merge + 1]
+  const WorkItem* merge_targets = nullptr;      ///< [n_merge]
+  std::int32_t n_merge = 0;
+  std::int32_t n_partials = 0;                  ///< workspace partial slots: O_partial fp32 [n_partials, T_Q, D],
+                                                ///< LSE_partial fp32 [n_partials, T_Q]
+};
+
+}  // namespace tessera
