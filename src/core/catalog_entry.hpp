@@ -1,0 +1,28 @@
+#pragma once
+// A kernel catalog entry as the host sees it (one line of src/kernels/catalog.def).
+#include <cstdint>
+#include <string_view>
+
+#include "tessera/dtype.hpp"
+
+namespace tessera {
+
+/// Kernel family of a catalog entry (DESIGN.md section 4).
+enum class KernelFamily : std::uint8_t {
+  kMma,    ///< mma.sync m16n8k16 + ldmatrix + cp.async; runs on sm_80, sm_86, sm_89, sm_90(a), sm_120
+  kWgmma,  ///< wgmma + TMA, warp-specialized producer/consumer; sm_90a (H100/H200) only
+};
+
+/// One native kernel configuration. Tiles in tokens.
+struct CatalogEntry {
+  std::string_view name;  ///< canonical name, e.g. "mma.bf16.d128.t64x64.w4.s2"
+  KernelFamily family;
+  DType dtype;            ///< kBFloat16 or kFloat16
+  int head_dim;           ///< D
+  int tile_q;             ///< T_Q
+  int tile_kv;            ///< T_KV
+  int warps;              ///< warps per CTA
+  int stages;             ///< K/V pipeline stages
+};
+
+}  // namespace tessera
