@@ -5,7 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
-DEPS="$PWD/.deps/root/usr"
+DEPS="${TESSERA_DEPS:-$PWD/.deps}/root/usr"
 export LD_LIBRARY_PATH="$DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/gpu.txt" 2>&1
 git rev-parse HEAD > "$OUT/revision.txt" 2>/dev/null || true
