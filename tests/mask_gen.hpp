@@ -90,22 +90,24 @@ inline TensorView host_i32_view(std::vector<unsigned char>& buf, std::initialize
 }
 
 /// Dense encoding. `dtype` bool or u8; with `nonbinary` set, active bytes are random in [1, 255] (u8 only);
-/// `pad` extra bytes after each row and `offset` bytes before the first element exercise strides and alignment.
+/// `pad` extra bytes after each row, `offset` bytes before the first element and a kv stride `kv_stride` (> 1:
+/// interleaved garbage bytes) exercise strides and alignment.
 inline HostMaskTensors encode_dense(const MaskShape& s, const std::vector<std::uint8_t>& bits, DType dtype = DType::kUInt8,
-                                    std::mt19937_64* nonbinary = nullptr, std::int64_t pad = 0, std::int64_t offset = 0) {
+                                    std::mt19937_64* nonbinary = nullptr, std::int64_t pad = 0, std::int64_t offset = 0,
+                                    std::int64_t kv_stride = 1) {
   HostMaskTensors t;
-  const std::int64_t row_stride = s.n_kvb + pad;
+  const std::int64_t row_stride = s.n_kvb * kv_stride + pad;
   t.buf[0].assign(static_cast<std::size_t>(offset + s.rows() * row_stride + 1), 0xEE);  // padding bytes are garbage
   unsigned char* base = t.buf[0].data() + offset;
   for (std::int64_t r = 0; r < s.rows(); ++r) {
     for (std::int64_t j = 0; j < s.n_kvb; ++j) {
       unsigned char v = bits[r * s.n_kvb + j];
       if (v && nonbinary && dtype == DType::kUInt8) v = static_cast<unsigned char>(1 + (*nonbinary)() % 255);
-      base[r * row_stride + j] = v;
+      base[r * row_stride + j * kv_stride] = v;
     }
   }
   TensorView v = make_strided_tensor(base, dtype, Device::kCpu, {s.batch, s.heads, s.n_qb, s.n_kvb},
-                                     {s.heads * s.n_qb * row_stride, s.n_qb * row_stride, row_stride, 1});
+                                     {s.heads * s.n_qb * row_stride, s.n_qb * row_stride, row_stride, kv_stride});
   t.mask = BlockMask::from_dense(v);
   return t;
 }

@@ -3,6 +3,7 @@
 
 #include <random>
 
+#include "mask_corruptions.hpp"
 #include "mask_gen.hpp"
 #include "tessera/error.hpp"
 #include "tessera/mask_state.hpp"
@@ -47,7 +48,8 @@ TEST(MaskStateCpu, RandomMasksAllFormatsMatchBruteForce) {
     const auto bits = random_mask_bits(s, p, density, g);
     const auto [off, col] = expected_csr(s, bits);
     const MaskCounters expected = brute_counters(s, bits);
-    HostMaskTensors enc[] = {encode_dense(s, bits, it % 2 ? DType::kBool : DType::kUInt8, &g, it % 5, it % 3),
+    const DType dt = it % 2 ? DType::kBool : DType::kUInt8;
+    HostMaskTensors enc[] = {encode_dense(s, bits, dt, &g, it % 5, it % 3, it % 4 == 0 ? 3 : 1),
                              encode_csr(s, bits), encode_index_lists(s, bits, it % 3, &g, 12345)};
     for (auto& e : enc) {
       const HostMaskState st = build_mask_state_cpu(e.mask);
@@ -127,6 +129,25 @@ TEST(MaskStateCpu, InvalidContentsRejected) {
     e.mask.dense.device = Device::kCuda;
     EXPECT_THROW(build_mask_state_cpu(e.mask), Error);
   }
+}
+
+TEST(MaskStateCpu, CorruptionsRaisePreciseErrors) {
+  int n = 0;
+  for (const MaskCorruption& c : mask_corruptions()) {
+    HostMaskTensors h = corruption_base(c.format);
+    EXPECT_NO_THROW(build_mask_state_cpu(h.mask)) << c.name;
+    c.corrupt(h);
+    try {
+      build_mask_state_cpu(h.mask);
+      ADD_FAILURE() << c.name << ": no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << c.name;
+      EXPECT_EQ(e.argument(), c.argument) << c.name << ": " << e.what();
+      EXPECT_NE(e.message().find(c.fragment), std::string::npos) << c.name << ": " << e.what();
+    }
+    ++n;
+  }
+  EXPECT_GE(n, 15);
 }
 
 }  // namespace
