@@ -138,7 +138,8 @@ TEST(ReferenceAttentionGpu, LongRowsAndLargeBlocksMatchCpu) {
   }
 }
 
-// Scores far from 0 (large q, k): the online softmax must stay stable.
+// Scores far from 0 (up to ~100: exp would overflow fp32 without the running max): the online softmax must stay
+// stable. The tolerance is wider because fp32 score errors scale with |scores| (about 1e-5 absolute here).
 TEST(ReferenceAttentionGpu, LargeScoresStayStable) {
   TESSERA_REQUIRE_GPU();
   const std::uint64_t seed = fresh_seed();
@@ -150,7 +151,7 @@ TEST(ReferenceAttentionGpu, LargeScoresStayStable) {
   cfg.scale = 4.0f;
   cfg.density = 0.8;
   AttentionCase c(cfg, seed);
-  check_case(c, DType::kFloat32, Layout::kBshd, true, 1e-5);
+  check_case(c, DType::kFloat32, Layout::kBshd, true, 1e-4);
 }
 
 TEST(ReferenceAttentionGpu, HalfOutputsAreRoundedResults) {
