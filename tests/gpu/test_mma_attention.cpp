@@ -136,8 +136,9 @@ void check_case(const CompiledEntry& e, const Case& c, std::uint64_t seed) {
   // Empty rows: O exactly 0.
   for (std::size_t i = 0; i < o_ref.size(); ++i) {
     if (o_ref[i] == 0.0 && std::isinf(lse_ref[(i / pr.d / pr.h_q / pr.n_q) * pr.h_q * pr.n_q +
-                                              ((i / pr.d) % pr.h_q) * pr.n_q + (i / pr.d / pr.h_q) % pr.n_q]))
+                                              ((i / pr.d) % pr.h_q) * pr.n_q + (i / pr.d / pr.h_q) % pr.n_q])) {
       ASSERT_EQ(o_got[i], 0.0) << "empty row must give O = 0 at " << i;
+    }
   }
 }
 
