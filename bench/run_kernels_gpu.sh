@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
 scripts/gpu_check.sh -j 16 -R "Ptx|MmaAttention"
 echo "gpu_check rc=$?"
+[ -f .revision ] && cp .revision "$OUT/revision.txt"  # devsync copies carry the branch revision
 T=build/gpu/tests/tessera_tests_gpu
 SUB='Catalog/MmaAttention.*/mma_bf16_d128_t64x64_w4_s2:Catalog/MmaAttention.*/mma_f16_d64_t64x64_w4_s2:Ptx.*'
 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $T --gtest_filter="$SUB" > "$OUT/memcheck.log" 2>&1
