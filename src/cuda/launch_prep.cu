@@ -49,8 +49,8 @@ TileMetadataView DeviceTileMetadata::view() const noexcept {
   return v;
 }
 
-void prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, const PrepProblem& problem, Stream stream,
-                      DeviceTileMetadata& out) {
+void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, const PrepProblem& problem,
+                              Stream stream, DeviceTileMetadata& out) {
   const prep::PrepParams p = make_prep_params(plan, mask.shape, problem);
   const cudaStream_t s = cu(stream);
   out.params = p;
@@ -113,6 +113,11 @@ void prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, const PrepP
                        out.order_alt.as<std::int32_t>(), out.items_alt.as<WorkItem>(), out.cub_temp.data(),
                        out.cub_temp.bytes(), out.totals.as<std::int32_t>()};
   prep::build_work_items_gpu(p, ib, plan.org.persistent, bd.items, s);
+}
+
+void finish_prepare_plan_gpu(DeviceTileMetadata& out, Stream stream) {
+  const cudaStream_t s = cu(stream);
+  const PrepBounds& bd = out.bounds;
   std::int32_t totals[4];
   TESSERA_CUDA_CHECK(cudaMemcpyAsync(totals, out.totals.data(), sizeof(totals), cudaMemcpyDeviceToHost, s));
   TESSERA_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -122,6 +127,12 @@ void prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, const PrepP
   out.n_merge = totals[3];
   if (out.n_entries > bd.entries || out.n_items > bd.items)
     throw Error(ErrorCode::kInternal, "metadata", "launch preparation exceeded its size bounds");
+}
+
+void prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, const PrepProblem& problem, Stream stream,
+                      DeviceTileMetadata& out) {
+  enqueue_prepare_plan_gpu(plan, mask, problem, stream, out);
+  finish_prepare_plan_gpu(out, stream);
 }
 
 HostTileMetadata download_tile_metadata(const DeviceTileMetadata& md, Stream stream) {

@@ -37,6 +37,12 @@ struct DeviceTileMetadata {
 void prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, const PrepProblem& problem, Stream stream,
                       DeviceTileMetadata& out);
 
+/// The two halves of prepare_plan_gpu(): enqueue the builders on `stream` (no synchronization; the totals stay in
+/// device memory, so this part is capturable in a CUDA graph), then copy the totals back and synchronize.
+void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, const PrepProblem& problem,
+                              Stream stream, DeviceTileMetadata& out);
+void finish_prepare_plan_gpu(DeviceTileMetadata& out, Stream stream);
+
 /// Copies prepared device metadata into host memory (tests, tools). Synchronizes `stream`.
 HostTileMetadata download_tile_metadata(const DeviceTileMetadata& md, Stream stream);
 
