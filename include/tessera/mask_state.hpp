@@ -47,6 +47,10 @@ struct MaskStats {
 /// Derives MaskStats from counters (the only place the ratios are computed).
 MaskStats derive_mask_stats(const MaskShape& shape, const MaskCounters& counters) noexcept;
 
+/// Counts a canonical block-CSR in host memory into MaskCounters (no validation): row_offsets int32 [rows + 1],
+/// col_indices int32 [nnz], strictly increasing within each row.
+MaskCounters count_mask_csr(std::int64_t rows, const std::int32_t* row_offsets, const std::int32_t* col_indices);
+
 /// mu(M) in host memory: canonical block-CSR (row_offsets [rows+1], col_indices [nnz], strictly increasing per row).
 struct HostMaskState {
   MaskShape shape;
@@ -55,8 +59,10 @@ struct HostMaskState {
   MaskStats stats;
 };
 
-/// Builds mu(M) on the CPU from a mask whose tensors are in CPU memory. Validates mask contents and throws
-/// tessera::Error (kInvalidArgument, naming "mask.<field>") on out-of-range, unsorted or duplicate indices.
+/// Builds mu(M) on the CPU from a mask whose tensors are in CPU memory. Validates the mask's structure and contents
+/// and throws tessera::Error (kInvalidArgument, naming "mask.<field>") on wrong shapes/dtypes and on out-of-range,
+/// unsorted or duplicate indices; kUnsupported when the mask has more than 2^31 - 1 active blocks. Index lists
+/// may be unsorted within a row: each row is sorted. Rows: (b_m * H_m + h_m) * n_qb + qb.
 HostMaskState build_mask_state_cpu(const BlockMask& mask);
 
 }  // namespace tessera

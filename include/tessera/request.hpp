@@ -43,7 +43,9 @@ struct ProblemShape {
 
 /// Options of validate_request().
 struct ValidateOptions {
-  /// Accept fp32/fp64 Q/K/V/O (reference paths). Kernels accept bf16/fp16 only.
+  /// Accept fp32/fp64 Q/K/V/O (reference paths). Kernels accept bf16/fp16 only. In this mode any head_dim from
+  /// 1 to 512 is accepted (the reference paths are generic); otherwise head_dim must be 64 or 128 (96 and 256
+  /// raise kUnsupported, "not yet supported").
   bool allow_reference_dtypes = false;
   /// Check mask contents (index ranges, sortedness, duplicates) for masks in CPU memory. Masks in GPU memory
   /// are checked on the device by validate_mask_on_device() (src/cuda) and reported back.

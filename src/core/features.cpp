@@ -1,0 +1,67 @@
+#include "core/features.hpp"
+
+#include <algorithm>
+
+#include "tessera/error.hpp"
+
+namespace tessera {
+
+std::string RequestKey::str() const {
+  return arch + "." + std::string(dtype_name(dtype)) + ".d" + std::to_string(head_dim) + ".q" +
+         std::to_string(block_q) + ".kv" + std::to_string(block_kv);
+}
+
+std::string_view feature_name(Feature f) noexcept {
+  switch (f) {
+    case Feature::kBatchHeads: return "batch_heads";
+    case Feature::kSeqLen: return "seq_len";
+    case Feature::kDensity: return "density";
+    case Feature::kRunCoverage: return "run_coverage";
+    case Feature::kMeanRunLength: return "mean_run_length";
+    case Feature::kMeanRowActive: return "mean_row_active";
+    case Feature::kCount: break;
+  }
+  return "?";
+}
+
+Feature feature_from_name(std::string_view name) {
+  for (int i = 0; i < kFeatureCount; ++i) {
+    if (feature_name(static_cast<Feature>(i)) == name) return static_cast<Feature>(i);
+  }
+  throw Error(ErrorCode::kFormatError, "feature", "unknown feature name '" + std::string(name) + "'");
+}
+
+FeatureVector make_features(long long batch, long long heads_q, long long n_q, const MaskStats& stats) {
+  FeatureVector v{};
+  v[static_cast<int>(Feature::kBatchHeads)] = static_cast<double>(batch * heads_q);
+  v[static_cast<int>(Feature::kSeqLen)] = static_cast<double>(n_q);
+  v[static_cast<int>(Feature::kDensity)] = stats.density;
+  v[static_cast<int>(Feature::kRunCoverage)] = stats.run_coverage;
+  v[static_cast<int>(Feature::kMeanRunLength)] = stats.mean_run_length;
+  v[static_cast<int>(Feature::kMeanRowActive)] = stats.mean_row_active;
+  return v;
+}
+
+FeatureSchema FeatureSchema::default_schema() {
+  FeatureSchema s;
+  s.edges[static_cast<int>(Feature::kBatchHeads)] = {8, 16, 24, 32, 48, 64, 128, 256};
+  s.edges[static_cast<int>(Feature::kSeqLen)] = {4096, 8192, 16384, 32768, 65536, 98304, 131072};
+  s.edges[static_cast<int>(Feature::kDensity)] = {0.02, 0.04, 0.06, 0.08, 0.10, 0.12, 0.15, 0.2, 0.3, 0.5, 0.8};
+  s.edges[static_cast<int>(Feature::kRunCoverage)] = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9};
+  s.edges[static_cast<int>(Feature::kMeanRunLength)] = {1.25, 1.5, 2, 3, 4, 6, 8, 16};
+  s.edges[static_cast<int>(Feature::kMeanRowActive)] = {2, 4, 8, 16, 32, 64, 128, 256};
+  return s;
+}
+
+int FeatureSchema::bucket(Feature f, double value) const {
+  const auto& e = edges[static_cast<int>(f)];
+  return static_cast<int>(std::upper_bound(e.begin(), e.end(), value) - e.begin());
+}
+
+BucketVector bucketize(const FeatureSchema& schema, const FeatureVector& values) {
+  BucketVector b{};
+  for (int i = 0; i < kFeatureCount; ++i) b[i] = schema.bucket(static_cast<Feature>(i), values[i]);
+  return b;
+}
+
+}  // namespace tessera

@@ -1,0 +1,66 @@
+#pragma once
+// Request features for profile-guided selection (DESIGN.md section 6): the request key k(R), which forms the
+// coarse groups of the plan table, and the bucketed features u(R) (request dimensions) and s(M) (mask
+// statistics) that the decision tree inside a group splits on.
+#include <array>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/dtype.hpp"
+#include "tessera/mask_state.hpp"
+
+namespace tessera {
+
+/// k(R) = (arch, B_Q, B_KV, dtype, head_dim). Printed as "<arch>.<dtype>.d<D>.q<B_Q>.kv<B_KV>",
+/// e.g. "sm90a.bf16.d128.q64.kv64".
+struct RequestKey {
+  std::string arch;  ///< "sm80", "sm86", "sm89", "sm90a", "sm120"
+  DType dtype = DType::kBFloat16;
+  int head_dim = 128;
+  int block_q = 64;
+  int block_kv = 64;
+
+  std::string str() const;
+  bool operator==(const RequestKey&) const = default;
+};
+
+/// The features a plan-table tree may split on, in schema order.
+enum class Feature : int {
+  kBatchHeads = 0,   ///< B * H_q (query heads), count
+  kSeqLen,           ///< N_q, tokens
+  kDensity,          ///< active blocks / all blocks, [0, 1]
+  kRunCoverage,      ///< fraction of active blocks in runs of length >= 2, [0, 1]
+  kMeanRunLength,    ///< active blocks / runs, blocks
+  kMeanRowActive,    ///< mean active kv blocks per mask row, blocks
+  kCount
+};
+inline constexpr int kFeatureCount = static_cast<int>(Feature::kCount);
+
+/// Stable feature names used in the artifact: "batch_heads", "seq_len", "density", "run_coverage",
+/// "mean_run_length", "mean_row_active".
+std::string_view feature_name(Feature f) noexcept;
+/// Inverse of feature_name(); throws Error(kFormatError, "feature", ...) for an unknown name.
+Feature feature_from_name(std::string_view name);
+
+/// Raw feature values of one request, indexed by Feature.
+using FeatureVector = std::array<double, kFeatureCount>;
+
+/// Collects u(R) and s(M) for a request of `batch` x `heads_q` query heads and `n_q` query tokens.
+FeatureVector make_features(long long batch, long long heads_q, long long n_q, const MaskStats& stats);
+
+/// Bucket edges per feature: bucket(v) = number of edges <= v (so k edges give k + 1 buckets).
+struct FeatureSchema {
+  std::array<std::vector<double>, kFeatureCount> edges;
+
+  /// The default schema (edges documented in docs/selection.md).
+  static FeatureSchema default_schema();
+  int bucket(Feature f, double value) const;
+  bool operator==(const FeatureSchema&) const = default;
+};
+
+/// Bucketed features.
+using BucketVector = std::array<int, kFeatureCount>;
+BucketVector bucketize(const FeatureSchema& schema, const FeatureVector& values);
+
+}  // namespace tessera

@@ -1,0 +1,148 @@
+#include "core/plan_table.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/error.hpp"
+
+namespace tessera {
+
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& what) { throw Error(ErrorCode::kFormatError, "plan_table", what); }
+
+void check_tree(const RegimeTree& t) {
+  if (t.nodes.empty()) bad("tree '" + t.key + "' has no nodes");
+  const int n = static_cast<int>(t.nodes.size());
+  // Every node must be reachable once from the root by forward links (children have larger indices): no cycles.
+  for (int i = 0; i < n; ++i) {
+    const TreeNode& node = t.nodes[i];
+    if (node.feature == -1) {
+      if (node.leaf < 0 || node.leaf >= static_cast<int>(t.rankings.size()))
+        bad("tree '" + t.key + "' node " + std::to_string(i) + " names leaf " + std::to_string(node.leaf) +
+            " of " + std::to_string(t.rankings.size()));
+    } else {
+      if (node.feature < 0 || node.feature >= kFeatureCount)
+        bad("tree '" + t.key + "' node " + std::to_string(i) + " has feature index " + std::to_string(node.feature));
+      if (node.left <= i || node.right <= i || node.left >= n || node.right >= n)
+        bad("tree '" + t.key + "' node " + std::to_string(i) + " has child links out of range (must point forward)");
+    }
+  }
+  for (std::size_t l = 0; l < t.rankings.size(); ++l) {
+    if (t.rankings[l].empty() || t.rankings[l].back() != t.base_plan)
+      bad("tree '" + t.key + "' leaf " + std::to_string(l) + " ranking does not end with the base plan '" +
+          t.base_plan + "'");
+  }
+}
+
+}  // namespace
+
+RegimeLookup PlanTable::lookup(const std::string& key, const FeatureVector& features) const {
+  RegimeLookup r;
+  auto it = trees.find(key);
+  if (it == trees.end()) return r;
+  const RegimeTree& t = it->second;
+  int i = 0;
+  while (t.nodes[i].feature != -1) {
+    const TreeNode& n = t.nodes[i];
+    const int b = schema.bucket(static_cast<Feature>(n.feature), features[n.feature]);
+    i = b <= n.threshold ? n.left : n.right;
+  }
+  r.tree = &t;
+  r.leaf = t.nodes[i].leaf;
+  r.ranking = &t.rankings[r.leaf];
+  return r;
+}
+
+std::string plan_table_to_json(const PlanTable& table) {
+  json j;
+  j["format"] = "tessera-plan-table";
+  j["format_version"] = table.format_version;
+  j["catalog_version"] = table.catalog_version;
+  j["arch"] = table.arch;
+  j["gpu_name"] = table.gpu_name;
+  json schema = json::array();
+  for (int f = 0; f < kFeatureCount; ++f)
+    schema.push_back({{"name", feature_name(static_cast<Feature>(f))}, {"edges", table.schema.edges[f]}});
+  j["feature_schema"] = schema;
+  json trees = json::array();
+  for (const auto& [key, t] : table.trees) {
+    json nodes = json::array();
+    for (const TreeNode& n : t.nodes) {
+      if (n.feature == -1)
+        nodes.push_back({{"leaf", n.leaf}});
+      else
+        nodes.push_back({{"feature", feature_name(static_cast<Feature>(n.feature))},
+                         {"threshold", n.threshold},
+                         {"left", n.left},
+                         {"right", n.right}});
+    }
+    trees.push_back({{"key", key},
+                     {"base_plan", t.base_plan},
+                     {"nodes", nodes},
+                     {"rankings", t.rankings},
+                     {"leaf_cases", t.leaf_cases}});
+  }
+  j["tables"] = trees;
+  return j.dump(1);
+}
+
+PlanTable plan_table_from_json(const std::string& text, const std::string& expected_catalog_version) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    bad(std::string("not valid JSON: ") + e.what());
+  }
+  PlanTable t;
+  try {
+    if (!j.is_object() || j.value("format", "") != "tessera-plan-table") bad("not a tessera plan table (field 'format')");
+    t.format_version = j.at("format_version").get<int>();
+    if (t.format_version != kPlanTableFormatVersion)
+      bad("format_version " + std::to_string(t.format_version) + " is not the supported version " +
+          std::to_string(kPlanTableFormatVersion));
+    t.catalog_version = j.at("catalog_version").get<std::string>();
+    if (!expected_catalog_version.empty() && t.catalog_version != expected_catalog_version)
+      bad("catalog_version '" + t.catalog_version + "' does not match this build's catalog '" +
+          expected_catalog_version + "'");
+    t.arch = j.at("arch").get<std::string>();
+    t.gpu_name = j.value("gpu_name", "");
+    const json& schema = j.at("feature_schema");
+    if (!schema.is_array() || schema.size() != static_cast<std::size_t>(kFeatureCount))
+      bad("feature_schema must list " + std::to_string(kFeatureCount) + " features");
+    for (const json& f : schema) {
+      const Feature feat = feature_from_name(f.at("name").get<std::string>());
+      auto edges = f.at("edges").get<std::vector<double>>();
+      for (std::size_t i = 1; i < edges.size(); ++i)
+        if (!(edges[i - 1] < edges[i])) bad("bucket edges of '" + std::string(feature_name(feat)) + "' are not increasing");
+      t.schema.edges[static_cast<int>(feat)] = std::move(edges);
+    }
+    for (const json& jt : j.at("tables")) {
+      RegimeTree tree;
+      tree.key = jt.at("key").get<std::string>();
+      tree.base_plan = jt.at("base_plan").get<std::string>();
+      for (const json& n : jt.at("nodes")) {
+        TreeNode node;
+        if (n.contains("leaf")) {
+          node.leaf = n.at("leaf").get<int>();
+        } else {
+          node.feature = static_cast<int>(feature_from_name(n.at("feature").get<std::string>()));
+          node.threshold = n.at("threshold").get<int>();
+          node.left = n.at("left").get<int>();
+          node.right = n.at("right").get<int>();
+        }
+        tree.nodes.push_back(node);
+      }
+      tree.rankings = jt.at("rankings").get<std::vector<std::vector<std::string>>>();
+      tree.leaf_cases = jt.value("leaf_cases", std::vector<int>{});
+      check_tree(tree);
+      if (!t.trees.emplace(tree.key, tree).second) bad("key '" + tree.key + "' appears twice");
+    }
+  } catch (const json::exception& e) {
+    bad(std::string("missing or mistyped field: ") + e.what());
+  }
+  return t;
+}
+
+}  // namespace tessera

@@ -1,0 +1,66 @@
+#pragma once
+// The plan table Pi_A and its versioned artifact (DESIGN.md section 6). Inside each request-key group a
+// decision tree over bucketed features leads to a regime (leaf) whose ranking lists plan ids, fastest first by
+// geometric-mean latency over the leaf's profiled cases, and always ends with the key's base plan.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/features.hpp"
+
+namespace tessera {
+
+/// Version of the artifact format this build reads and writes. Bump on any incompatible change.
+inline constexpr int kPlanTableFormatVersion = 1;
+
+/// One node of a regime tree. Internal: feature >= 0, cases with bucket(feature) <= threshold go left.
+/// Leaf: feature == -1 and `leaf` indexes RegimeTree::rankings.
+struct TreeNode {
+  int feature = -1;
+  int threshold = 0;
+  int left = -1;
+  int right = -1;
+  int leaf = -1;
+  bool operator==(const TreeNode&) const = default;
+};
+
+/// The plan table of one request key.
+struct RegimeTree {
+  std::string key;                                ///< RequestKey::str()
+  std::string base_plan;                          ///< eligible for every request of the key
+  std::vector<TreeNode> nodes;                    ///< nodes[0] is the root
+  std::vector<std::vector<std::string>> rankings; ///< per leaf, plan ids; each ends with base_plan
+  std::vector<int> leaf_cases;                    ///< per leaf, profiled cases it was ranked on
+  bool operator==(const RegimeTree&) const = default;
+};
+
+/// Result of a lookup: the regime (leaf) and its ranking.
+struct RegimeLookup {
+  const RegimeTree* tree = nullptr;  ///< null when the key was never profiled
+  int leaf = -1;
+  const std::vector<std::string>* ranking = nullptr;
+};
+
+/// The whole artifact: catalog version, feature schema, one tree per profiled key.
+struct PlanTable {
+  int format_version = kPlanTableFormatVersion;
+  std::string catalog_version;  ///< must match the running catalog's version
+  std::string arch;             ///< GPU the table was profiled on, e.g. "sm90a"
+  std::string gpu_name;         ///< e.g. "NVIDIA H200"
+  FeatureSchema schema = FeatureSchema::default_schema();
+  std::map<std::string, RegimeTree> trees;
+
+  /// Walks the tree of `key`; tree == nullptr in the result when the key is absent.
+  RegimeLookup lookup(const std::string& key, const FeatureVector& features) const;
+  bool operator==(const PlanTable&) const = default;
+};
+
+/// Serializes to the JSON artifact (format documented in docs/selection.md).
+std::string plan_table_to_json(const PlanTable& table);
+
+/// Parses and checks an artifact. Throws Error(kFormatError, "plan_table", ...) on malformed JSON, a wrong
+/// format name or version, a catalog version different from `expected_catalog_version` (when non-empty),
+/// unknown features, out-of-range node links, cycles, or rankings that do not end with the base plan.
+PlanTable plan_table_from_json(const std::string& json, const std::string& expected_catalog_version = "");
+
+}  // namespace tessera

@@ -1,0 +1,218 @@
+// build_mask_state_gpu(): mu(M) on the GPU (DESIGN.md section 5); the CPU twin is src/core/mask_state_cpu.cpp.
+// Sequence on the stream: zero the counters; pass 1 (validate, count per row, counters); exclusive scan of the row
+// counts into row_offsets (CUB); copy the counters and the first-error word to pinned host memory; one sync. Then,
+// the mask being valid, pass 2 writes col_indices (sized exactly from the counters) and is left running.
+// Errors: the device records the smallest (kind, position) key; the host then replays the CPU content check on a
+// host copy of the mask's index arrays, so both paths raise the same Error with the same wording.
+#include <cub/device/device_scan.cuh>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/mask_checks.hpp"
+#include "cuda/check.cuh"
+#include "cuda/mask_state_common.cuh"
+#include "cuda/mask_state_launch.hpp"
+#include "tessera/mask_state_gpu.hpp"
+
+namespace tessera {
+
+struct MaskStateWorkspace::Impl {
+  DeviceBuffer scratch;
+  detail::DeviceCounters* host_counters = nullptr;  // pinned
+  int device = -1;
+  int sms = 0;
+  int max_smem_optin = 0;
+
+  ~Impl() {
+    if (host_counters) cudaFreeHost(host_counters);
+  }
+  void ensure_device() {
+    int d = 0;
+    TESSERA_CUDA_CHECK(cudaGetDevice(&d));
+    if (d == device) return;
+    TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d));
+    TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, d));
+    if (!host_counters) {
+      void* p = nullptr;
+      TESSERA_CUDA_CHECK(cudaHostAlloc(&p, sizeof(detail::DeviceCounters), cudaHostAllocDefault));
+      host_counters = static_cast<detail::DeviceCounters*>(p);
+    }
+    device = d;
+  }
+};
+
+MaskStateWorkspace::MaskStateWorkspace() : impl_(std::make_unique<Impl>()) {}
+MaskStateWorkspace::~MaskStateWorkspace() = default;
+MaskStateWorkspace::MaskStateWorkspace(MaskStateWorkspace&&) noexcept = default;
+MaskStateWorkspace& MaskStateWorkspace::operator=(MaskStateWorkspace&&) noexcept = default;
+
+namespace {
+
+using detail::DeviceCounters;
+
+constexpr std::size_t kAlign = 256;
+std::size_t align_up(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+/// Copies a mask's int32 index arrays to the host and runs the CPU content check there; it throws the same Error
+/// the CPU builder would. Reaching the end means the device flagged an error the host check does not see (a bug).
+[[noreturn]] void replay_content_error(const BlockMask& mask, unsigned long long key, cudaStream_t s) {
+  BlockMask h = mask;
+  std::vector<std::int32_t> a, b;
+  auto fetch = [&](const TensorView& t, std::vector<std::int32_t>& v, TensorView& ht) {
+    v.assign(static_cast<std::size_t>(std::max<std::int64_t>(t.numel(), 1)), 0);
+    if (t.numel() > 0) {
+      TESSERA_CUDA_CHECK(cudaMemcpyAsync(v.data(), t.data, static_cast<std::size_t>(t.numel()) * 4,
+                                         cudaMemcpyDeviceToHost, s));
+    }
+    ht.data = v.data();
+    ht.device = Device::kCpu;
+  };
+  if (mask.format == MaskFormat::kBlockCsr) {
+    fetch(mask.row_offsets, a, h.row_offsets);
+    fetch(mask.col_indices, b, h.col_indices);
+  } else {
+    fetch(mask.counts, a, h.counts);
+    fetch(mask.indices, b, h.indices);
+  }
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(s));
+  detail::check_mask_contents_host(h);
+  throw Error(ErrorCode::kInternal, "mask",
+              "the device check flagged error kind " + std::to_string(key >> 60) + " at position " +
+                  std::to_string(key & ((1ull << 60) - 1)) + ", the host check found none");
+}
+
+}  // namespace
+
+void build_mask_state_gpu(const BlockMask& mask, Stream stream, MaskStateWorkspace& workspace, DeviceMaskState& out) {
+  if (detail::check_mask_structure(mask) != Device::kCuda) {
+    throw Error(ErrorCode::kInvalidArgument, "mask", "build_mask_state_gpu() needs a mask in GPU memory (got cpu)");
+  }
+  MaskStateWorkspace::Impl& w = workspace.impl();
+  w.ensure_device();
+  cudaStream_t s = stream;
+  const std::int64_t rows = mask.rows();
+  out.shape = detail::mask_shape(mask);
+  out.nnz = 0;
+  out.row_offsets.reserve(static_cast<std::size_t>(rows + 1) * 4);
+  auto* row_offsets = out.row_offsets.as<std::int32_t>();
+
+  // Launch shape: warps per row-block and grid (grid-stride over rows).
+  int warps = 8, smem = 0;
+  if (mask.format == MaskFormat::kIndexLists) {
+    detail::list_launch_shape(mask.n_kvb, w.max_smem_optin, warps, smem);
+    if (warps == 0) {
+      throw Error(ErrorCode::kUnsupported, "mask.indices",
+                  "n_kvb = " + std::to_string(mask.n_kvb) + " needs a " + std::to_string((mask.n_kvb + 31) / 32 * 4) +
+                      "-byte row bitmap, more than the " + std::to_string(w.max_smem_optin) +
+                      " bytes of shared memory per block");
+    }
+  }
+  const int grid = static_cast<int>(std::clamp<std::int64_t>((rows + warps - 1) / warps, 1, std::int64_t{w.sms} * 8));
+
+  // Scratch: counters | row counts [rows + 1] | dense bitmap | CUB temporary storage.
+  const std::size_t counts_bytes = align_up(static_cast<std::size_t>(rows + 1) * 4);
+  const std::size_t bitmap_bytes =
+      mask.format == MaskFormat::kDense
+          ? align_up(static_cast<std::size_t>(rows * detail::dense_words_per_row(mask.n_kvb)) * 4) : 0;
+  std::size_t scan_bytes = 0;
+  if (mask.format != MaskFormat::kBlockCsr) {
+    TESSERA_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<const std::int32_t*>(nullptr),
+                                                     static_cast<std::int32_t*>(nullptr), static_cast<int>(rows + 1), s));
+  }
+  w.scratch.reserve(align_up(sizeof(DeviceCounters)) + counts_bytes + bitmap_bytes + align_up(scan_bytes));
+  auto* base = w.scratch.as<unsigned char>();
+  auto* counters = reinterpret_cast<DeviceCounters*>(base);
+  auto* row_count = reinterpret_cast<std::int32_t*>(base + align_up(sizeof(DeviceCounters)));
+  auto* bitmap = reinterpret_cast<std::uint32_t*>(reinterpret_cast<unsigned char*>(row_count) + counts_bytes);
+  void* scan_tmp = reinterpret_cast<unsigned char*>(bitmap) + bitmap_bytes;
+
+  TESSERA_CUDA_CHECK(cudaMemsetAsync(counters, 0, sizeof(DeviceCounters), s));
+  detail::DenseMaskArgs dense{};
+  detail::ListMaskArgs lists{};
+  detail::CsrMaskArgs csr{};
+  switch (mask.format) {
+    case MaskFormat::kDense:
+      dense = {static_cast<const unsigned char*>(mask.dense.data),
+               {mask.dense.stride[0], mask.dense.stride[1], mask.dense.stride[2], mask.dense.stride[3]},
+               mask.heads, mask.n_qb, mask.n_kvb, rows};
+      detail::launch_dense_count(dense, bitmap, row_count, counters, grid, s);
+      break;
+    case MaskFormat::kIndexLists:
+      lists = {static_cast<const std::int32_t*>(mask.counts.data), static_cast<const std::int32_t*>(mask.indices.data),
+               detail::mask_k_max(mask), mask.n_kvb, rows};
+      detail::launch_list_count(lists, row_count, counters, grid, warps, smem, s);
+      break;
+    case MaskFormat::kBlockCsr:
+      csr = {static_cast<const std::int32_t*>(mask.row_offsets.data),
+             static_cast<const std::int32_t*>(mask.col_indices.data), mask.col_indices.shape[0], mask.n_kvb, rows};
+      detail::launch_csr_check(csr, counters, grid, s);
+      break;
+  }
+  if (mask.format != MaskFormat::kBlockCsr) {
+    TESSERA_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, row_count, row_offsets,
+                                                     static_cast<int>(rows + 1), s));
+  }
+  TESSERA_CUDA_CHECK(cudaMemcpyAsync(w.host_counters, counters, sizeof(DeviceCounters), cudaMemcpyDeviceToHost, s));
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(s));
+  const DeviceCounters hc = *w.host_counters;
+
+  if (hc.error_inv != 0) replay_content_error(mask, ~hc.error_inv, s);
+  if (hc.active > static_cast<unsigned long long>(detail::kMaxMaskActiveBlocks)) {
+    throw Error(ErrorCode::kUnsupported, mask.format == MaskFormat::kDense ? "mask.dense" : "mask.counts",
+                std::to_string(hc.active) + " active blocks, more than 2^31 - 1 (block-CSR offsets are int32)");
+  }
+  MaskCounters c;
+  c.active_blocks = static_cast<std::int64_t>(hc.active);
+  c.runs = static_cast<std::int64_t>(hc.runs);
+  c.blocks_in_long_runs = static_cast<std::int64_t>(hc.long_blocks);
+  c.max_row_active = static_cast<std::int64_t>(hc.max_row);
+  c.empty_rows = static_cast<std::int64_t>(hc.empty_rows);
+  out.nnz = c.active_blocks;
+  out.stats = derive_mask_stats(out.shape, c);
+  out.col_indices.reserve(static_cast<std::size_t>(out.nnz) * 4);
+  auto* col_indices = out.col_indices.as<std::int32_t>();
+
+  switch (mask.format) {
+    case MaskFormat::kDense: detail::launch_dense_emit(dense, bitmap, row_offsets, col_indices, grid, s); break;
+    case MaskFormat::kIndexLists:
+      detail::launch_list_emit(lists, row_offsets, col_indices, grid, warps, smem, s);
+      break;
+    case MaskFormat::kBlockCsr:
+      TESSERA_CUDA_CHECK(cudaMemcpyAsync(row_offsets, csr.row_offsets, static_cast<std::size_t>(rows + 1) * 4,
+                                         cudaMemcpyDeviceToDevice, s));
+      if (out.nnz > 0) {
+        TESSERA_CUDA_CHECK(cudaMemcpyAsync(col_indices, csr.col_indices, static_cast<std::size_t>(out.nnz) * 4,
+                                           cudaMemcpyDeviceToDevice, s));
+      }
+      break;
+  }
+}
+
+DeviceMaskState build_mask_state_gpu(const BlockMask& mask, Stream stream) {
+  MaskStateWorkspace workspace;
+  DeviceMaskState out;
+  build_mask_state_gpu(mask, stream, workspace, out);
+  // The workspace (dense bitmap) is freed on return: let pass 2 finish first.
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return out;
+}
+
+HostMaskState download_mask_state(const DeviceMaskState& state, Stream stream) {
+  HostMaskState h;
+  h.shape = state.shape;
+  h.stats = state.stats;
+  h.row_offsets.assign(static_cast<std::size_t>(state.shape.rows() + 1), 0);
+  h.col_indices.assign(static_cast<std::size_t>(state.nnz), 0);
+  TESSERA_CUDA_CHECK(cudaMemcpyAsync(h.row_offsets.data(), state.row_offsets.data(), h.row_offsets.size() * 4,
+                                     cudaMemcpyDeviceToHost, stream));
+  if (state.nnz > 0) {
+    TESSERA_CUDA_CHECK(cudaMemcpyAsync(h.col_indices.data(), state.col_indices.data(), h.col_indices.size() * 4,
+                                       cudaMemcpyDeviceToHost, stream));
+  }
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return h;
+}
+
+}  // namespace tessera

@@ -1,0 +1,146 @@
+#pragma once
+// Device helpers shared by the mask-state kernels (src/cuda/mask_state_*.cu): per-row run counting on 32-column
+// bit words, block-level reduction of the counters, the first-error word, and emission of sorted columns.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace tessera::detail {
+
+inline constexpr unsigned kFullWarp = 0xffffffffu;
+
+/// Counters in device memory, zeroed before the first pass. `error_inv` holds ~key of the smallest error key seen
+/// (0 = no error); key = kind << 60 | flat position in the offending array.
+struct DeviceCounters {
+  unsigned long long active;
+  unsigned long long runs;
+  unsigned long long long_blocks;
+  unsigned long long max_row;
+  unsigned long long empty_rows;
+  unsigned long long error_inv;
+  unsigned long long pad[2];
+};
+
+/// Error kinds, in the order build_mask_state_cpu() checks them.
+enum DeviceErrorKind : unsigned long long {
+  kErrRowOffsets = 0,  ///< mask.row_offsets (position: offsets index)
+  kErrCounts = 1,      ///< mask.counts (position: row)
+  kErrColumns = 2,     ///< mask.col_indices (position in col_indices) / mask.indices (row * K_max + j)
+};
+
+__device__ inline void record_error(DeviceCounters* c, unsigned long long kind, unsigned long long position) {
+  const unsigned long long key = (kind << 60) | (position & ((1ull << 60) - 1));
+  atomicMax(&c->error_inv, ~key);
+}
+
+/// Per-warp running counters (64-bit; totals over all rows a warp handles).
+struct WarpCounts {
+  unsigned long long active = 0, runs = 0, long_blocks = 0, max_row = 0, empty_rows = 0;
+};
+
+/// Run statistics of one 32-column word `bits` whose preceding word (columns just before) is `prev`.
+/// runs: active blocks whose left neighbour is inactive; blocks in runs of length >= 2 = adjacent active pairs
+/// + runs of length >= 2 (a pair whose left block starts a run).
+struct WordCounts {
+  int active = 0, runs = 0, long_blocks = 0;
+  __device__ void add(std::uint32_t bits, std::uint32_t prev) {
+    const std::uint32_t l1 = (bits << 1) | (prev >> 31);
+    const std::uint32_t l2 = (bits << 2) | (prev >> 30);
+    const std::uint32_t pairs = bits & l1;
+    active += __popc(bits);
+    runs += __popc(bits & ~l1);
+    long_blocks += __popc(pairs) + __popc(pairs & ~l2);
+  }
+};
+
+__device__ inline int warp_sum(int v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullWarp, v, o);
+  return v;
+}
+
+/// Adds one row's warp-reduced counts (valid in every lane) to the warp totals.
+__device__ inline void add_row(WarpCounts& w, int active, int runs, int long_blocks) {
+  w.active += static_cast<unsigned long long>(active);
+  w.runs += static_cast<unsigned long long>(runs);
+  w.long_blocks += static_cast<unsigned long long>(long_blocks);
+  w.max_row = max(w.max_row, static_cast<unsigned long long>(active));
+  w.empty_rows += active == 0 ? 1ull : 0ull;
+}
+
+/// Reduces the warps' totals of one block and adds them to `c` (one set of atomics per block). Every thread of
+/// the block must call it. `smem` holds 5 * warps_per_block values.
+__device__ inline void block_flush(const WarpCounts& w, DeviceCounters* c, unsigned long long* smem) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  if (lane == 0) {
+    smem[warp * 5 + 0] = w.active;
+    smem[warp * 5 + 1] = w.runs;
+    smem[warp * 5 + 2] = w.long_blocks;
+    smem[warp * 5 + 3] = w.max_row;
+    smem[warp * 5 + 4] = w.empty_rows;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    WarpCounts t;
+    for (int i = 0; i < warps; ++i) {
+      t.active += smem[i * 5 + 0];
+      t.runs += smem[i * 5 + 1];
+      t.long_blocks += smem[i * 5 + 2];
+      t.max_row = max(t.max_row, smem[i * 5 + 3]);
+      t.empty_rows += smem[i * 5 + 4];
+    }
+    if (t.active) atomicAdd(&c->active, t.active);
+    if (t.runs) atomicAdd(&c->runs, t.runs);
+    if (t.long_blocks) atomicAdd(&c->long_blocks, t.long_blocks);
+    if (t.max_row) atomicMax(&c->max_row, t.max_row);
+    if (t.empty_rows) atomicAdd(&c->empty_rows, t.empty_rows);
+  }
+}
+
+/// Counts a row given as `n_words` 32-column words (word k covers columns 32 k - delta .. 32 k - delta + 31;
+/// columns outside the row are 0 bits). word_at(k) is called for k < n_words by lane k % 32. If `store` is not
+/// null, word k is also written to store[k]. Returns the warp-reduced counts in every lane.
+template <class WordAt>
+__device__ inline WordCounts count_row_words(WordAt word_at, int n_words, std::uint32_t* store, int lane) {
+  WordCounts wc;
+  std::uint32_t carry = 0;
+  for (int k0 = 0; k0 < n_words; k0 += 32) {
+    const int k = k0 + lane;
+    const std::uint32_t bits = k < n_words ? word_at(k) : 0u;
+    if (store && k < n_words) store[k] = bits;
+    std::uint32_t prev = __shfl_up_sync(kFullWarp, bits, 1);
+    if (lane == 0) prev = carry;
+    wc.add(bits, prev);
+    carry = __shfl_sync(kFullWarp, bits, 31);
+  }
+  wc.active = warp_sum(wc.active);
+  wc.runs = warp_sum(wc.runs);
+  wc.long_blocks = warp_sum(wc.long_blocks);
+  return wc;
+}
+
+/// Writes the columns of a row given as 32-column words (as in count_row_words) to out[0 ..), ascending.
+template <class WordAt>
+__device__ inline void emit_row_words(WordAt word_at, int n_words, int delta, std::int32_t* out, int lane) {
+  int written = 0;
+  for (int k0 = 0; k0 < n_words; k0 += 32) {
+    const int k = k0 + lane;
+    std::uint32_t bits = k < n_words ? word_at(k) : 0u;
+    const int c = __popc(bits);
+    int incl = c;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int t = __shfl_up_sync(kFullWarp, incl, o);
+      if (lane >= o) incl += t;
+    }
+    int pos = written + incl - c;
+    const int col0 = 32 * k - delta;
+    while (bits) {
+      out[pos++] = col0 + __ffs(static_cast<int>(bits)) - 1;
+      bits &= bits - 1;
+    }
+    written += __shfl_sync(kFullWarp, incl, 31);
+  }
+}
+
+}  // namespace tessera::detail

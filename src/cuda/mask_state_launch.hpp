@@ -1,0 +1,56 @@
+#pragma once
+// Launchers of the mask-state kernels (src/cuda/mask_state_{dense,lists,csr}.cu), called by mask_state.cu.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace tessera::detail {
+
+struct DeviceCounters;
+
+/// A dense block mask [B_m, H_m, n_qb, n_kvb] of bytes (bool/u8; non-zero = active), strides in elements.
+struct DenseMaskArgs {
+  const unsigned char* data;
+  std::int64_t stride[4];
+  std::int64_t heads, n_qb, n_kvb, rows;
+};
+
+/// Bitmap words per row used by the dense path (row start aligned down to 16 bytes: up to 15 leading columns).
+__host__ __device__ inline std::int64_t dense_words_per_row(std::int64_t n_kvb) { return (n_kvb + 15 + 31) / 32; }
+
+/// Pass 1 (dense): per row, bit words into `bitmap` [rows, dense_words_per_row], active count into
+/// row_count[row] (row_count[rows] = 0), counters. `grid` blocks of 256 threads (grid-stride over rows).
+void launch_dense_count(const DenseMaskArgs& a, std::uint32_t* bitmap, std::int32_t* row_count, DeviceCounters* c,
+                        int grid, cudaStream_t s);
+/// Pass 2 (dense): columns of each row from `bitmap` into col_indices at row_offsets[row].
+void launch_dense_emit(const DenseMaskArgs& a, const std::uint32_t* bitmap, const std::int32_t* row_offsets,
+                       std::int32_t* col_indices, int grid, cudaStream_t s);
+
+/// Index lists: counts [rows], indices [rows, k_max], int32, contiguous.
+struct ListMaskArgs {
+  const std::int32_t* counts;
+  const std::int32_t* indices;
+  std::int64_t k_max, n_kvb, rows;
+};
+
+/// Warps per block and dynamic shared memory (bytes) of the index-list kernels for n_kvb; warps == 0 when one
+/// row's bitmap does not fit in the device's shared memory (`max_smem` = opt-in limit per block).
+void list_launch_shape(std::int64_t n_kvb, int max_smem, int& warps, int& smem_bytes);
+/// Pass 1 (index lists): validation, per-row counts into row_count (row_count[rows] = 0), counters.
+void launch_list_count(const ListMaskArgs& a, std::int32_t* row_count, DeviceCounters* c, int grid, int warps,
+                       int smem_bytes, cudaStream_t s);
+/// Pass 2 (index lists): each row sorted (through a shared-memory bitmap) into col_indices at row_offsets[row].
+void launch_list_emit(const ListMaskArgs& a, const std::int32_t* row_offsets, std::int32_t* col_indices, int grid,
+                      int warps, int smem_bytes, cudaStream_t s);
+
+/// Block-CSR: row_offsets [rows + 1], col_indices [nnz], int32, contiguous.
+struct CsrMaskArgs {
+  const std::int32_t* row_offsets;
+  const std::int32_t* col_indices;
+  std::int64_t nnz, n_kvb, rows;
+};
+
+/// The only pass (block-CSR): validation of offsets and columns, counters. The arrays are then copied as they are.
+void launch_csr_check(const CsrMaskArgs& a, DeviceCounters* c, int grid, cudaStream_t s);
+
+}  // namespace tessera::detail

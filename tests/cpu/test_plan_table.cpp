@@ -1,0 +1,165 @@
+// Plan-table artifact and compiler: synthetic profiles with a known best plan per regime.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "core/plan_table.hpp"
+#include "core/table_compiler.hpp"
+#include "tessera/error.hpp"
+
+namespace tessera {
+namespace {
+
+constexpr const char* kKey = "sm90a.bf16.d128.q64.kv64";
+
+// Plan "fast_sparse" wins below density 0.1, "fast_dense" above; "base" is always 1.5x slower than the best;
+// "flaky" is fastest but invalid on a third of the profiled cases (so it can never be ranked) and on every
+// evaluation case.
+std::vector<ProfileRecord> synthetic_profile(std::uint64_t seed, int cases, const std::string& split) {
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<ProfileRecord> out;
+  for (int c = 0; c < cases; ++c) {
+    ProfileRecord r;
+    r.case_id = split + "-" + std::to_string(c);
+    r.source = split + "-src" + std::to_string(c % 7);
+    r.split = split;
+    r.key = kKey;
+    const double density = 0.01 + 0.3 * u(g);
+    r.features = {16, 32768, density, u(g), 1 + 4 * u(g), 10};
+    const double t = 100 + 50 * u(g);
+    const bool sparse = density < 0.1;
+    auto add = [&](const std::string& plan, double lat, bool valid) {
+      ProfileRecord x = r;
+      x.plan = plan;
+      x.latency_us = lat;
+      x.valid = valid;
+      out.push_back(x);
+    };
+    add("fast_sparse", sparse ? t : 2 * t, true);
+    add("fast_dense", sparse ? 2 * t : t, true);
+    add("base", 1.5 * t, true);
+    add("flaky", 0.5 * t, split == "profile" && c % 3 != 0);
+  }
+  return out;
+}
+
+TEST(PlanTableCompiler, FindsTheDensityRegimes) {
+  const auto prof = synthetic_profile(11, 400, "profile");
+  CompileOptions opt;
+  opt.base_plans[kKey] = "base";
+  std::vector<KeyReport> reports;
+  const PlanTable table = compile_plan_table(prof, opt, &reports);
+  ASSERT_EQ(table.trees.size(), 1u);
+  const RegimeTree& t = table.trees.at(kKey);
+  EXPECT_GE(t.rankings.size(), 2u);
+  for (std::size_t l = 0; l < t.rankings.size(); ++l) {
+    EXPECT_EQ(t.rankings[l].back(), "base");
+    EXPECT_GE(t.leaf_cases[l], opt.min_leaf_cases);
+    for (const auto& p : t.rankings[l]) EXPECT_NE(p, "flaky");
+  }
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_GE(reports[0].chosen_depth, 1);
+
+  FeatureVector sparse{16, 32768, 0.03, 0.5, 2, 10}, dense{16, 32768, 0.25, 0.5, 2, 10};
+  EXPECT_EQ(table.lookup(kKey, sparse).ranking->front(), "fast_sparse");
+  EXPECT_EQ(table.lookup(kKey, dense).ranking->front(), "fast_dense");
+  EXPECT_EQ(table.lookup("sm80.bf16.d128.q64.kv64", sparse).tree, nullptr);
+
+  const auto eval = synthetic_profile(12, 300, "eval");
+  const RegretReport rep = evaluate_plan_table(table, eval, {{kKey, "base"}});
+  EXPECT_EQ(rep.cases, 300);
+  // Only cases between the bucket edge nearest 0.1 and 0.1 itself can be misrouted.
+  EXPECT_LT(rep.geomean_regret, 1.05);
+  EXPECT_NEAR(rep.geomean_speedup_over_direct, 1.5 / rep.geomean_regret, 1e-9);
+}
+
+TEST(PlanTableCompiler, TooFewCasesGiveOneLeaf) {
+  const auto prof = synthetic_profile(5, 40, "profile");
+  CompileOptions opt;
+  opt.base_plans[kKey] = "base";
+  const PlanTable table = compile_plan_table(prof, opt);
+  EXPECT_EQ(table.trees.at(kKey).rankings.size(), 1u);  // 40 < 2 * 32: no split allowed
+}
+
+TEST(PlanTableArtifact, JsonRoundTrip) {
+  CompileOptions opt;
+  opt.base_plans[kKey] = "base";
+  PlanTable table = compile_plan_table(synthetic_profile(3, 200, "profile"), opt);
+  table.catalog_version = "cat-1";
+  table.arch = "sm90a";
+  table.gpu_name = "NVIDIA H200";
+  const std::string js = plan_table_to_json(table);
+  EXPECT_EQ(plan_table_from_json(js, "cat-1"), table);
+}
+
+void expect_format_error(const std::string& js, const std::string& fragment, const std::string& catalog = "") {
+  try {
+    plan_table_from_json(js, catalog);
+    ADD_FAILURE() << "accepted: " << js.substr(0, 80);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kFormatError);
+    EXPECT_EQ(e.argument(), "plan_table");
+    EXPECT_NE(e.message().find(fragment), std::string::npos) << e.message();
+  }
+}
+
+TEST(PlanTableArtifact, RejectsCorruptOrMismatchedArtifacts) {
+  PlanTable table;
+  table.catalog_version = "cat-1";
+  table.arch = "sm90a";
+  RegimeTree t;
+  t.key = kKey;
+  t.base_plan = "base";
+  t.nodes = {TreeNode{}};
+  t.nodes[0].leaf = 0;
+  t.rankings = {{"a", "base"}};
+  t.leaf_cases = {40};
+  table.trees[kKey] = t;
+  const std::string good = plan_table_to_json(table);
+  EXPECT_EQ(plan_table_from_json(good, "cat-1"), table);
+
+  expect_format_error("{not json", "not valid JSON");
+  expect_format_error("{\"format\":\"x\"}", "not a tessera plan table");
+  std::string v2 = good;
+  v2.replace(v2.find("\"format_version\": 1"), 19, "\"format_version\": 2");
+  expect_format_error(v2, "format_version 2");
+  expect_format_error(good, "does not match this build's catalog", "cat-2");
+  std::string bad_rank = good;
+  bad_rank.replace(bad_rank.find("\"base\"\n"), 6, "\"zzzz\"");
+  expect_format_error(bad_rank, "does not end with the base plan");
+  std::string bad_leaf = good;
+  bad_leaf.replace(bad_leaf.find("\"leaf\": 0"), 9, "\"leaf\": 7");
+  expect_format_error(bad_leaf, "names leaf 7");
+  std::string bad_feature = good;
+  bad_feature.replace(bad_feature.find("\"density\""), 9, "\"densityX\"");
+  try {
+    plan_table_from_json(bad_feature);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("densityX"), std::string::npos);
+  }
+  std::string truncated = good.substr(0, good.size() / 2);
+  expect_format_error(truncated, "not valid JSON");
+}
+
+TEST(ProfileRecords, JsonRoundTripAndErrors) {
+  ProfileRecord r = synthetic_profile(1, 1, "eval")[0];
+  const ProfileRecord back = profile_record_from_json(profile_record_to_json(r));
+  EXPECT_EQ(back.case_id, r.case_id);
+  EXPECT_EQ(back.features, r.features);
+  EXPECT_EQ(back.plan, r.plan);
+  EXPECT_DOUBLE_EQ(back.latency_us, r.latency_us);
+  EXPECT_THROW(profile_record_from_json("{\"case\":1}"), Error);
+  std::string js = profile_record_to_json(r);
+  js.replace(js.find("\"eval\""), 6, "\"test\"");
+  try {
+    profile_record_from_json(js);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("split"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace tessera
