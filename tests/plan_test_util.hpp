@@ -8,7 +8,7 @@
 
 #include "tessera/mask_state.hpp"
 
-namespace tessera::testing {
+namespace tessera::plan_testing {
 
 /// A dense block mask [B_m, H_m, n_qb, n_kvb], one byte per block.
 struct DenseBlockMask {
@@ -90,4 +90,4 @@ inline void dense_attention_f64(const DenseBlockMask& m, std::int64_t B, std::in
     }
 }
 
-}  // namespace tessera::testing
+}  // namespace tessera::plan_testing

@@ -8,8 +8,8 @@
 namespace tessera {
 namespace {
 
-using testing::DenseBlockMask;
-using testing::host_mask_state;
+using plan_testing::DenseBlockMask;
+using plan_testing::host_mask_state;
 
 Plan plan_of(const std::string& q, const std::string& kv, const std::string& org = "g1.tasc.split1") {
   return parse_plan_id("sm90a.mma.bf16.d64." + q + "." + kv + "." + org + ".s2.w4");
@@ -169,7 +169,7 @@ TEST(LaunchPrepCpu, BroadcastAndGqaWorkItems) {
 }
 
 TEST(LaunchPrepCpu, BoundsCoverActualSizes) {
-  auto m = testing::random_mask(2, 3, 9, 11, 0.4, 7);
+  auto m = plan_testing::random_mask(2, 3, 9, 11, 0.4, 7);
   const PrepProblem pr{2, 3, 3, 9 * 32 - 5, 11 * 32 - 3, 64};
   for (const char* q : {"q32d", "q32c2", "q32r2"})
     for (const char* kv : {"kv32d", "kv32c4", "kv32p4", "kv32r2"}) {

@@ -11,11 +11,13 @@
 #include "host_tensor.hpp"
 #include "plan_test_util.hpp"
 #include "tessera/error.hpp"
+#include "tessera/mask_state.hpp"
+#include "tessera/reference.hpp"
 
 namespace tessera {
 namespace {
 
-using testing::DenseBlockMask;
+using plan_testing::DenseBlockMask;
 using testing::HostTensor;
 
 constexpr std::int64_t kNq = 150, kNkv = 170, kD = 8;
@@ -41,9 +43,9 @@ struct MaskCase {
 std::vector<MaskCase> mask_cases(int bq, int bkv, std::uint64_t seed) {
   const std::int64_t nqb = (kNq + bq - 1) / bq, nkvb = (kNkv + bkv - 1) / bkv;
   std::vector<MaskCase> v;
-  v.push_back({"random10", 1, 2, 2, testing::random_mask(1, 2, nqb, nkvb, 0.1, seed + 1)});
-  v.push_back({"random40", 1, 2, 2, testing::random_mask(1, 2, nqb, nkvb, 0.4, seed + 2)});
-  v.push_back({"random80", 2, 1, 1, testing::random_mask(2, 1, nqb, nkvb, 0.8, seed + 3)});
+  v.push_back({"random10", 1, 2, 2, plan_testing::random_mask(1, 2, nqb, nkvb, 0.1, seed + 1)});
+  v.push_back({"random40", 1, 2, 2, plan_testing::random_mask(1, 2, nqb, nkvb, 0.4, seed + 2)});
+  v.push_back({"random80", 2, 1, 1, plan_testing::random_mask(2, 1, nqb, nkvb, 0.8, seed + 3)});
   v.push_back({"empty", 1, 2, 2, DenseBlockMask(1, 2, nqb, nkvb)});
   {
     DenseBlockMask full(1, 1, nqb, nkvb);
@@ -57,15 +59,15 @@ std::vector<MaskCase> mask_cases(int bq, int bkv, std::uint64_t seed) {
   }
   {
     // Ragged tails: the last query row and last kv column active (partial blocks), plus sparse noise.
-    DenseBlockMask rag = testing::random_mask(1, 2, nqb, nkvb, 0.15, seed + 4);
+    DenseBlockMask rag = plan_testing::random_mask(1, 2, nqb, nkvb, 0.15, seed + 4);
     for (std::int64_t h = 0; h < 2; ++h) {
       for (std::int64_t c = 0; c < nkvb; c += 2) rag.at(0, h, nqb - 1, c) = 1;
       for (std::int64_t r = 0; r < nqb; ++r) rag.at(0, h, r, nkvb - 1) = 1;
     }
     v.push_back({"ragged", 1, 2, 2, rag});
   }
-  v.push_back({"broadcast", 2, 3, 3, testing::random_mask(1, 1, nqb, nkvb, 0.3, seed + 5)});
-  v.push_back({"gqa", 1, 4, 2, testing::random_mask(1, 4, nqb, nkvb, 0.3, seed + 6)});
+  v.push_back({"broadcast", 2, 3, 3, plan_testing::random_mask(1, 1, nqb, nkvb, 0.3, seed + 5)});
+  v.push_back({"gqa", 1, 4, 2, plan_testing::random_mask(1, 4, nqb, nkvb, 0.3, seed + 6)});
   {
     // Structured, sparsifier-like: sliding window band + attention-sink column + one global row (MQA).
     DenseBlockMask st(2, 1, nqb, nkvb);
@@ -92,7 +94,7 @@ void run_case(const std::string& plan_id_str, const MaskCase& mc, int bq, int bk
   SCOPED_TRACE(plan_id_str + " mask " + mc.name);
   const Plan plan = parse_plan_id(plan_id_str);
   const PrepProblem pr{mc.batch, mc.heads_q, mc.heads_kv, kNq, kNkv, 64};
-  const HostMaskState ms = testing::host_mask_state(mc.mask);
+  const HostMaskState ms = plan_testing::host_mask_state(mc.mask);
   const HostTileMetadata md = prepare_plan_cpu(plan, ms, pr);
   ASSERT_NO_THROW(check_tile_metadata(md));
   HostTensor q(DType::kFloat64, {mc.batch, kNq, mc.heads_q, kD}), k(DType::kFloat64, {mc.batch, kNkv, mc.heads_kv, kD}),
@@ -104,15 +106,36 @@ void run_case(const std::string& plan_id_str, const MaskCase& mc, int bq, int bk
   HostTensor o(DType::kFloat64, {mc.batch, kNq, mc.heads_q, kD}), lse(DType::kFloat64, {mc.batch, mc.heads_q, kNq});
   o.poison();
   lse.poison();
-  const double scale = 0.7;
+  const double scale = 0.75;  // exact in float: the reference takes a float scale
   execute_plan_cpu(md, q.view(), k.view(), v.view(), o.view(), lse.view(), scale);
   std::vector<double> ro, rl;
-  testing::dense_attention_f64(mc.mask, mc.batch, mc.heads_q, mc.heads_kv, kNq, kNkv, kD, bq, bkv, qd, kd, vd, scale,
+  plan_testing::dense_attention_f64(mc.mask, mc.batch, mc.heads_q, mc.heads_kv, kNq, kNkv, kD, bq, bkv, qd, kd, vd, scale,
                                ro, rl);
   std::vector<double> od(o.numel());
   for (std::int64_t i = 0; i < o.numel(); ++i) od[i] = o.get(i);
   const double err = testing::relative_l2(od.data(), ro.data(), o.numel());
   EXPECT_LE(err, 1e-12);
+  // Also against the project's float64 reference (reference_attention_cpu), with mu(M) from build_mask_state_cpu.
+  {
+    AttentionRequest req;
+    req.q = q.view();
+    req.k = k.view();
+    req.v = v.view();
+    req.geometry = BlockGeometry{bq, bkv};
+    req.scale = static_cast<float>(scale);
+    const TensorView dense = make_tensor(const_cast<std::uint8_t*>(mc.mask.bits.data()), DType::kUInt8, Device::kCpu,
+                                         {mc.mask.batch, mc.mask.heads, mc.mask.n_qb, mc.mask.n_kvb});
+    const HostMaskState built = build_mask_state_cpu(BlockMask::from_dense(dense));
+    EXPECT_EQ(built.row_offsets, ms.row_offsets);
+    EXPECT_EQ(built.col_indices, ms.col_indices);
+    const ReferenceOutput ref = reference_attention_cpu(req, built);
+    EXPECT_LE(testing::relative_l2(od.data(), ref.o.data(), o.numel()), 1e-12);
+    for (std::int64_t i = 0; i < lse.numel(); ++i) {
+      const double a = lse.get(i), b = ref.lse[i];
+      if (std::isinf(b)) ASSERT_TRUE(std::isinf(a) && a < 0);
+      else ASSERT_LE(std::abs(a - b), 1e-12 * std::max(1.0, std::abs(b)));
+    }
+  }
   if (mc.name == "empty") {
     for (double x : od) ASSERT_EQ(x, 0.0);
   }
@@ -152,10 +175,10 @@ INSTANTIATE_TEST_SUITE_P(QMappings, PlanExecutor, ::testing::Values("d", "c2", "
 
 TEST(PlanExecutorApi, BF16InputsAndStridedLayout) {
   // BHSD memory layout for q (strides of a [B, H, N, D] buffer viewed as [B, N, H, D]); bf16 inputs.
-  DenseBlockMask m = testing::random_mask(1, 2, 10, 11, 0.3, 99);
+  DenseBlockMask m = plan_testing::random_mask(1, 2, 10, 11, 0.3, 99);
   const Plan plan = parse_plan_id("sm90a.mma.bf16.d64.q16c2.kv16p2.g1.tasc.split2.s2.w4");
   const PrepProblem pr{1, 2, 2, kNq, kNkv, 64};
-  const auto md = prepare_plan_cpu(plan, testing::host_mask_state(m), pr);
+  const auto md = prepare_plan_cpu(plan, plan_testing::host_mask_state(m), pr);
   HostTensor qb(DType::kBFloat16, {1, 2, kNq, kD}), k(DType::kBFloat16, {1, kNkv, 2, kD}),
       v(DType::kBFloat16, {1, kNkv, 2, kD});
   qb.fill_normal(1);
@@ -172,15 +195,15 @@ TEST(PlanExecutorApi, BF16InputsAndStridedLayout) {
   o.poison();
   execute_plan_cpu(md, qv, k.view(), v.view(), o.view());
   std::vector<double> ro, rl, od(o.numel());
-  testing::dense_attention_f64(m, 1, 2, 2, kNq, kNkv, kD, 16, 16, qd, kd, vd, 1.0 / std::sqrt(double(kD)), ro, rl);
+  plan_testing::dense_attention_f64(m, 1, 2, 2, kNq, kNkv, kD, 16, 16, qd, kd, vd, 1.0 / std::sqrt(double(kD)), ro, rl);
   for (std::int64_t i = 0; i < o.numel(); ++i) od[i] = o.get(i);
   EXPECT_LE(testing::relative_l2(od.data(), ro.data(), o.numel()), 1e-12);
 }
 
 TEST(PlanExecutorApi, RejectsMismatchedTensorsWithoutWriting) {
-  DenseBlockMask m = testing::random_mask(1, 1, 10, 11, 0.3, 5);
+  DenseBlockMask m = plan_testing::random_mask(1, 1, 10, 11, 0.3, 5);
   const Plan plan = parse_plan_id("sm90a.mma.bf16.d64.q16d.kv16d.g1.tasc.split1.s2.w4");
-  const auto md = prepare_plan_cpu(plan, testing::host_mask_state(m), PrepProblem{1, 2, 2, kNq, kNkv, 64});
+  const auto md = prepare_plan_cpu(plan, plan_testing::host_mask_state(m), PrepProblem{1, 2, 2, kNq, kNkv, 64});
   HostTensor q(DType::kFloat64, {1, kNq, 2, kD}), k(DType::kFloat64, {1, kNkv + 1, 2, kD}),
       v(DType::kFloat64, {1, kNkv, 2, kD}), o(DType::kFloat64, {1, kNq, 2, kD});
   o.poison();

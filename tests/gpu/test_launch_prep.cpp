@@ -66,9 +66,9 @@ TEST(LaunchPrepGpu, MatchesCpuTwinsBitForBitOnRandomMasks) {
     pr.n_kv = 1 + static_cast<std::int64_t>(g() % 900);
     pr.head_dim = 64;
     const std::int64_t bm = g() % 2 ? pr.batch : 1, hm = g() % 2 ? pr.heads_q : 1;
-    const auto dm = testing::random_mask(bm, hm, num_blocks(pr.n_q, plan.block_q), num_blocks(pr.n_kv, plan.block_kv),
+    const auto dm = plan_testing::random_mask(bm, hm, num_blocks(pr.n_q, plan.block_q), num_blocks(pr.n_kv, plan.block_kv),
                                          densities[g() % std::size(densities)], g());
-    const HostMaskState ms = testing::host_mask_state(dm);
+    const HostMaskState ms = plan_testing::host_mask_state(dm);
     SCOPED_TRACE("iter " + std::to_string(iter) + " plan " + plan_id(plan));
     const HostTileMetadata cpu = prepare_plan_cpu(plan, ms, pr);
     const DeviceMaskState dms = upload_mask_state(ms, nullptr);
@@ -87,8 +87,8 @@ TEST(LaunchPrepGpu, WanSizedMaskMatchesCpu) {
   TESSERA_REQUIRE_GPU();
   // Wan2.1 720p geometry at B = 64: N = 75,600 tokens, 1,182 blocks per side; a few heads to keep the CPU fast.
   const std::int64_t n = 75600, nb = num_blocks(n, 64);
-  const auto dm = testing::random_mask(1, 4, nb, nb, 0.1, 1234);
-  const HostMaskState ms = testing::host_mask_state(dm);
+  const auto dm = plan_testing::random_mask(1, 4, nb, nb, 0.1, 1234);
+  const HostMaskState ms = plan_testing::host_mask_state(dm);
   const DeviceMaskState dms = upload_mask_state(ms, nullptr);
   const PrepProblem pr{1, 4, 4, n, n, 128};
   for (const char* id : {"sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4",
