@@ -58,6 +58,24 @@ struct TileMetadataView {
   std::int32_t n_merge = 0;
   std::int32_t n_partials = 0;                  ///< workspace partial slots: O_partial fp32 [n_partials, T_Q, D],
                                                 ///< LSE_partial fp32 [n_partials, T_Q]
+  // ---- Added by the plan layer (launch preparation). Kernels may ignore what they get elsewhere. ----
+  // Tile geometry in tokens. A query token i of item w has query sub-block qi = (i - w.q_start) / sub_q; a kv token
+  // of a span entry has kv sub-block kj = (token - kv_tile[e] * tile_kv) / sub_kv; slot j of a packed entry has
+  // kj = j. sub_q = B_Q on a Coarsened Q dimension, else T_Q (qi always 0); sub_kv = B_KV on a Coarsened-span KV
+  // dimension, else T_KV (kj always 0). block_kv = B_KV (packed slots cover B_KV tokens each).
+  std::int32_t tile_q = 0;
+  std::int32_t tile_kv = 0;
+  std::int32_t sub_q = 0;
+  std::int32_t sub_kv = 0;
+  std::int32_t block_kv = 0;
+  // Task organization: CTA c runs items [c * items_per_cta, (c + 1) * items_per_cta) (clamped to n_items); with
+  // `persistent` != 0, CTAs instead pull the next items_per_cta items from the list (already longest first).
+  std::int32_t items_per_cta = 1;
+  std::int32_t persistent = 0;
+  // Tile-row CSR (for tools and checks; kernels read entry ranges from the work items):
+  // entries of tile row t are tile_row_offsets[t] .. tile_row_offsets[t + 1).
+  const std::int32_t* tile_row_offsets = nullptr;  ///< [n_tile_rows + 1]
+  std::int32_t n_tile_rows = 0;
 };
 
 }  // namespace tessera

@@ -1,0 +1,146 @@
+// Launch-preparation benchmark (H200): GPU time per request of prepare_plan_gpu for a Wan2.1 720p mask
+// (N = 75,600 tokens, B_Q = B_KV = 64 -> 1,182 x 1,182 blocks, 40 heads, 10% density) for each mapping and a few
+// organizations. CUDA-event median over >= 50 runs of the enqueued builders (event pair around the enqueue;
+// includes host launch gaps), plus the host wall time of the whole call (enqueue + totals copy + sync).
+// Usage: bench_launch_prep [--runs N] [--heads H] [--density D] [--out DIR]   (writes DIR/launch_prep.json)
+#include <cuda_runtime.h>
+#include <cstdio>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/launch_prep.hpp"
+#include "cuda/check.cuh"
+#include "cuda/launch_prep_gpu.hpp"
+#include "tessera/geometry.hpp"
+
+using namespace tessera;
+
+namespace {
+
+// Random mask in block-CSR, each block active with probability `density` (xorshift, fixed seed).
+HostMaskState wan_mask(std::int64_t heads, std::int64_t nb, double density, std::uint64_t seed) {
+  HostMaskState m;
+  m.shape = MaskShape{1, heads, nb, nb};
+  m.row_offsets.reserve(heads * nb + 1);
+  m.row_offsets.push_back(0);
+  const auto threshold = static_cast<std::uint64_t>(density * 18446744073709551615.0);
+  std::uint64_t x = seed | 1;
+  for (std::int64_t r = 0; r < heads * nb; ++r) {
+    for (std::int64_t c = 0; c < nb; ++c) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      if (x < threshold) m.col_indices.push_back(static_cast<std::int32_t>(c));
+    }
+    m.row_offsets.push_back(static_cast<std::int32_t>(m.col_indices.size()));
+  }
+  m.stats.shape = m.shape;
+  m.stats.counters.active_blocks = static_cast<std::int64_t>(m.col_indices.size());
+  return m;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int runs = 50;
+  std::int64_t heads = 40;
+  double density = 0.10;
+  std::string out_dir;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "missing value for %s\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--runs") runs = std::max(50, std::stoi(next()));
+    else if (a == "--heads") heads = std::stoll(next());
+    else if (a == "--density") density = std::stod(next());
+    else if (a == "--out") out_dir = next();
+    else {
+      std::fprintf(stderr, "usage: bench_launch_prep [--runs N>=50] [--heads H] [--density D] [--out DIR]\n");
+      return 2;
+    }
+  }
+  if (cuda_device_count() == 0) {
+    std::fprintf(stderr, "bench_launch_prep: no CUDA device\n");
+    return 1;
+  }
+  const std::int64_t n = 75600, nb = num_blocks(n, 64);
+  const HostMaskState hm = wan_mask(heads, nb, density, 0x5eed);
+  cudaStream_t stream;
+  TESSERA_CUDA_CHECK(cudaStreamCreate(&stream));
+  const Stream s = reinterpret_cast<Stream>(stream);
+  const DeviceMaskState dm = upload_mask_state(hm, s);
+  const PrepProblem pr{1, heads, heads, n, n, 128};
+  std::printf("Wan2.1 720p Q64K64: N = %lld, %lld heads, %lld x %lld blocks, density %.4f (%lld active blocks), %d runs\n",
+              (long long)n, (long long)heads, (long long)nb, (long long)nb,
+              static_cast<double>(dm.nnz) / (heads * nb * nb), (long long)dm.nnz, runs);
+  const char* const mappings[] = {
+      "q64d.kv64d",  "q64c2.kv64d", "q64c4.kv64d", "q64c8.kv64d", "q64r2.kv64d", "q64r4.kv64d",
+      "q64d.kv64c2", "q64d.kv64c4", "q64d.kv64c8", "q64d.kv64p2", "q64d.kv64p4", "q64d.kv64p8",
+      "q64d.kv64r2", "q64d.kv64r4", "q64c2.kv64c2", "q64c2.kv64p2", "q64r2.kv64r2"};
+  const char* const orgs[] = {"g1.tasc.split1", "g1.tasc.split4", "g1p.tasc.split1", "g1.trun.split1", "g1.tdesc.split1"};
+  std::vector<std::string> ids;
+  const std::string pre = "sm90a.mma.bf16.d128.";
+  for (const char* m : mappings) ids.push_back(pre + m + "." + orgs[0] + ".s2.w4");
+  for (int o = 1; o < 5; ++o) ids.push_back(pre + "q64d.kv64d." + orgs[o] + ".s2.w4");
+  for (int o = 1; o < 3; ++o) ids.push_back(pre + "q64c2.kv64p2." + orgs[o] + ".s2.w4");
+
+  cudaEvent_t e0, e1;
+  TESSERA_CUDA_CHECK(cudaEventCreate(&e0));
+  TESSERA_CUDA_CHECK(cudaEventCreate(&e1));
+  nlohmann::json results = nlohmann::json::array();
+  std::printf("%-58s %10s %10s %10s %9s %8s %7s\n", "plan", "gpu_us", "wall_us", "entries", "items", "partials",
+              "<50us");
+  for (const std::string& id : ids) {
+    const Plan plan = parse_plan_id(id);
+    DeviceTileMetadata md;
+    for (int w = 0; w < 3; ++w) prepare_plan_gpu(plan, dm, pr, s, md);  // allocations happen here
+    std::vector<double> gpu_us, wall_us;
+    for (int r = 0; r < runs; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      TESSERA_CUDA_CHECK(cudaEventRecord(e0, stream));
+      enqueue_prepare_plan_gpu(plan, dm, pr, s, md);
+      TESSERA_CUDA_CHECK(cudaEventRecord(e1, stream));
+      finish_prepare_plan_gpu(md, s);
+      const auto t1 = std::chrono::steady_clock::now();
+      float ms = 0;
+      TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      gpu_us.push_back(ms * 1e3);
+      wall_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    }
+    const double g = median(gpu_us), w = median(wall_us);
+    std::printf("%-58s %10.1f %10.1f %10lld %9d %8d %7s\n", id.c_str(), g, w, (long long)md.n_entries, md.n_items,
+                md.n_partials, g < 50 ? "yes" : "NO");
+    results.push_back({{"plan", id}, {"gpu_us_median", g}, {"wall_us_median", w}, {"entries", md.n_entries},
+                       {"items", md.n_items}, {"partials", md.n_partials}, {"runs", runs},
+                       {"metadata_bytes_bound", md.bounds.metadata_bytes}});
+  }
+  if (!out_dir.empty()) {
+    std::filesystem::create_directories(out_dir);
+    nlohmann::json doc{{"benchmark", "launch_prep"},
+                       {"mask", {{"n", n}, {"block", 64}, {"heads", heads}, {"density_target", density},
+                                 {"active_blocks", dm.nnz}}},
+                       {"results", results}};
+    std::ofstream(std::filesystem::path(out_dir) / "launch_prep.json") << doc.dump(2) << "\n";
+    std::printf("wrote %s\n", (std::filesystem::path(out_dir) / "launch_prep.json").string().c_str());
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaStreamDestroy(stream);
+  return 0;
+}

@@ -1,0 +1,253 @@
+#pragma once
+// Row-level rules of launch preparation, shared word for word by the CPU twins (src/core/launch_prep_cpu_*.cpp)
+// and the GPU builders (src/cuda/launch_prep*.cu). The drivers differ (loops + std algorithms on the CPU; one
+// thread per tile row / query tile + CUB scans and sorts on the GPU); these functions define what one row or one
+// query tile produces, so the two agree bit for bit by construction of the rules, and the tests check the drivers.
+//
+// Mapping of the logical block mask (block-CSR of mu(M)) onto tile rows (DESIGN.md section 3):
+//  - Tile row t of mask head mh covers logical query blocks t*c_q .. t*c_q + c_q - 1 (c_q = 1 unless Coarsened-Q;
+//    a Refined-Q plan reuses the logical rows: several query tiles point at one tile row).
+//  - The row's kv units are the union over those logical rows of: col / c_kv (Coarsened-span KV), col (Direct,
+//    Refined, packed KV), visited in ascending order. A unit records membership bit (qi * 8 + kj) for every
+//    active (qi, col) pair: kj = col % c_kv (Coarsened span), kj = slot in the packed tile (packed), else 0.
+//  - Direct / Coarsened-span KV: one entry per unit, kv_tile = unit.
+//  - Refined-r KV: unit u -> entries kv_tile = u*r + j, j < r, only while (u*r + j) * T_KV < N_kv (ragged tail).
+//  - Packed-c KV: units grouped in order into entries of c slots, gather_blocks = unit (-1 padding).
+// Traversal reorders a row's entries: asc (as built), desc (reversed), run-major (maximal runs of consecutive
+// entries, longest first, ties in ascending position; entries ascend inside a run). Entries e-1, e are
+// consecutive when kv_tile[e] == kv_tile[e-1] + 1 (span) or gather_blocks[e][0] == (last valid block of e-1) + 1
+// (packed).
+#include <cstdint>
+
+#include "core/tile_metadata.hpp"
+
+#if defined(__CUDACC__)
+#define TESSERA_HD __host__ __device__
+#else
+#define TESSERA_HD
+#endif
+
+namespace tessera::prep {
+
+/// Everything the row rules need, derived on the host from the plan, mu(M)'s shape and the problem shape.
+struct PrepParams {
+  // mapping
+  std::int32_t c_q = 1;      ///< Coarsened-Q factor (1 otherwise)
+  std::int32_t r_q = 1;      ///< Refined-Q factor (1 otherwise)
+  std::int32_t c_kv = 1;     ///< Coarsened-span KV factor (1 otherwise)
+  std::int32_t r_kv = 1;     ///< Refined-KV factor (1 otherwise)
+  std::int32_t pack = 0;     ///< packed-KV factor (0 = span form)
+  std::int32_t membership = 0;  ///< 1 = write member bits
+  std::int32_t traversal = 0;   ///< Traversal as int: 0 asc, 1 desc, 2 run-major
+  std::int32_t split = 1;
+  std::int32_t tile_q = 0, tile_kv = 0;
+  // mask and problem
+  std::int64_t mask_batch = 1, mask_heads = 1;  ///< B_m, H_m
+  std::int64_t n_qb = 0, n_kvb = 0;
+  std::int64_t batch = 1, heads_q = 1;          ///< B, H_q
+  std::int64_t n_q = 0, n_kv = 0;               ///< tokens
+  std::int64_t rows_per_head = 0;               ///< tile rows per mask head: ceil(n_qb / c_q)
+  std::int64_t q_tiles_per_head = 0;            ///< ceil(N_q / T_Q)
+  std::int64_t kv_tiles = 0;                    ///< ceil(N_kv / T_KV) (span forms)
+
+  TESSERA_HD std::int64_t tile_rows() const { return mask_batch * mask_heads * rows_per_head; }
+  TESSERA_HD std::int64_t q_tiles() const { return batch * heads_q * q_tiles_per_head; }
+};
+
+/// Builds tile row `row` in ascending order from the mask CSR. Writes kv_tile / member / gather (each may be null:
+/// then it only counts; member is written only when p.membership). Returns the number of entries.
+TESSERA_HD inline std::int32_t build_tile_row(const PrepParams& p, const std::int32_t* row_offsets,
+                                              const std::int32_t* cols, std::int64_t row, std::int32_t* kv_tile,
+                                              std::uint64_t* member, std::int32_t* gather) {
+  const std::int64_t mh = row / p.rows_per_head;
+  const std::int64_t t = row % p.rows_per_head;
+  std::int32_t cur[kMaxMappingFactor];
+  std::int32_t end[kMaxMappingFactor];
+  int nq = 0;
+  for (int qi = 0; qi < p.c_q; ++qi) {
+    const std::int64_t qb = t * p.c_q + qi;
+    if (qb >= p.n_qb) {
+      cur[qi] = end[qi] = 0;
+      continue;
+    }
+    const std::int64_t lr = mh * p.n_qb + qb;
+    cur[qi] = row_offsets[lr];
+    end[qi] = row_offsets[lr + 1];
+    nq = qi + 1;
+  }
+  const std::int32_t c_kv = p.c_kv;
+  std::int32_t n_entries = 0;
+  std::int32_t n_units = 0;
+  for (;;) {
+    // Smallest unit among the cursors.
+    std::int32_t unit = -1;
+    for (int qi = 0; qi < nq; ++qi) {
+      if (cur[qi] < end[qi]) {
+        const std::int32_t u = cols[cur[qi]] / c_kv;
+        if (unit < 0 || u < unit) unit = u;
+      }
+    }
+    if (unit < 0) break;
+    const std::int32_t slot = p.pack ? n_units % p.pack : 0;
+    std::uint64_t bits = 0;
+    for (int qi = 0; qi < nq; ++qi) {
+      while (cur[qi] < end[qi] && cols[cur[qi]] / c_kv == unit) {
+        const std::int32_t kj = p.pack ? slot : (cols[cur[qi]] % c_kv);
+        bits |= std::uint64_t{1} << (qi * 8 + kj);
+        ++cur[qi];
+      }
+    }
+    if (p.pack) {
+      if (slot == 0) {
+        if (gather) {
+          for (int j = 0; j < p.pack; ++j) gather[static_cast<std::int64_t>(n_entries) * p.pack + j] = -1;
+        }
+        if (member && p.membership) member[n_entries] = 0;
+        ++n_entries;
+      }
+      if (gather) gather[static_cast<std::int64_t>(n_entries - 1) * p.pack + slot] = unit;
+      if (member && p.membership) member[n_entries - 1] |= bits;
+    } else {
+      for (std::int32_t j = 0; j < p.r_kv; ++j) {
+        const std::int64_t tile = static_cast<std::int64_t>(unit) * p.r_kv + j;
+        if (tile >= p.kv_tiles) break;
+        if (kv_tile) kv_tile[n_entries] = static_cast<std::int32_t>(tile);
+        if (member && p.membership) member[n_entries] = bits;
+        ++n_entries;
+      }
+    }
+    ++n_units;
+  }
+  return n_entries;
+}
+
+/// Whether entry e continues a run started before it (see the file comment).
+TESSERA_HD inline bool continues_run(const PrepParams& p, const std::int32_t* kv_tile, const std::int32_t* gather,
+                                     std::int32_t e) {
+  if (e == 0) return false;
+  if (!p.pack) return kv_tile[e] == kv_tile[e - 1] + 1;
+  const std::int32_t* prev = gather + static_cast<std::int64_t>(e - 1) * p.pack;
+  std::int32_t last = -1;
+  for (int j = 0; j < p.pack; ++j) {
+    if (prev[j] >= 0) last = prev[j];
+  }
+  return gather[static_cast<std::int64_t>(e) * p.pack] == last + 1;
+}
+
+/// Copies one entry from (kv_in, mem_in, gather_in)[src] to (kv_out, mem_out, gather_out)[dst].
+TESSERA_HD inline void copy_entry(const PrepParams& p, const std::int32_t* kv_in, const std::uint64_t* mem_in,
+                                  const std::int32_t* gather_in, std::int32_t src, std::int32_t* kv_out,
+                                  std::uint64_t* mem_out, std::int32_t* gather_out, std::int32_t dst) {
+  if (!p.pack) kv_out[dst] = kv_in[src];
+  if (p.membership) mem_out[dst] = mem_in[src];
+  if (p.pack) {
+    for (int j = 0; j < p.pack; ++j)
+      gather_out[static_cast<std::int64_t>(dst) * p.pack + j] = gather_in[static_cast<std::int64_t>(src) * p.pack + j];
+  }
+}
+
+/// Writes the n entries of one row (inputs, in ascending order, already offset to the row) into the outputs
+/// (offset to the row) in the plan's traversal order. Ascending is a plain copy.
+TESSERA_HD inline void reorder_tile_row(const PrepParams& p, std::int32_t n, const std::int32_t* kv_in,
+                                        const std::uint64_t* mem_in, const std::int32_t* gather_in,
+                                        std::int32_t* kv_out, std::uint64_t* mem_out, std::int32_t* gather_out) {
+  if (p.traversal == 1) {
+    for (std::int32_t e = 0; e < n; ++e) copy_entry(p, kv_in, mem_in, gather_in, e, kv_out, mem_out, gather_out, n - 1 - e);
+    return;
+  }
+  if (p.traversal != 2) {
+    for (std::int32_t e = 0; e < n; ++e) copy_entry(p, kv_in, mem_in, gather_in, e, kv_out, mem_out, gather_out, e);
+    return;
+  }
+  // Run-major: emit runs by decreasing length, ties in ascending position.
+  std::int32_t max_len = 0;
+  for (std::int32_t s = 0; s < n;) {
+    std::int32_t e = s + 1;
+    while (e < n && continues_run(p, kv_in, gather_in, e)) ++e;
+    if (e - s > max_len) max_len = e - s;
+    s = e;
+  }
+  std::int32_t out = 0;
+  for (std::int32_t len = max_len; len >= 1 && out < n; --len) {
+    for (std::int32_t s = 0; s < n;) {
+      std::int32_t e = s + 1;
+      while (e < n && continues_run(p, kv_in, gather_in, e)) ++e;
+      if (e - s == len) {
+        for (std::int32_t k = s; k < e; ++k) copy_entry(p, kv_in, mem_in, gather_in, k, kv_out, mem_out, gather_out, out++);
+      }
+      s = e;
+    }
+  }
+}
+
+/// A query tile: (b, h, qt) in launch order index q = (b * H_q + h) * q_tiles_per_head + qt.
+struct QueryTile {
+  std::int32_t batch, head, q_start, q_len, tile_row;
+};
+
+/// Decodes query tile q and finds its tile row (broadcast mask extents; Refined-Q reuses the logical row).
+TESSERA_HD inline QueryTile query_tile(const PrepParams& p, std::int64_t q) {
+  const std::int64_t qt = q % p.q_tiles_per_head;
+  const std::int64_t bh = q / p.q_tiles_per_head;
+  const std::int64_t h = bh % p.heads_q;
+  const std::int64_t b = bh / p.heads_q;
+  const std::int64_t bm = p.mask_batch == 1 ? 0 : b;
+  const std::int64_t hm = p.mask_heads == 1 ? 0 : h;
+  const std::int64_t t = qt / p.r_q;  // Direct / Coarsened: qt itself; Refined-Q: the logical row
+  QueryTile r;
+  r.batch = static_cast<std::int32_t>(b);
+  r.head = static_cast<std::int32_t>(h);
+  r.q_start = static_cast<std::int32_t>(qt * p.tile_q);
+  const std::int64_t rest = p.n_q - qt * p.tile_q;
+  r.q_len = static_cast<std::int32_t>(rest < p.tile_q ? rest : p.tile_q);
+  r.tile_row = static_cast<std::int32_t>((bm * p.mask_heads + hm) * p.rows_per_head + t);
+  return r;
+}
+
+/// Number of work items (= partitions) of a query tile with n_e entries: max(1, min(split, n_e)).
+TESSERA_HD inline std::int32_t partitions(const PrepParams& p, std::int32_t n_e) {
+  if (n_e <= 1) return 1;
+  return n_e < p.split ? n_e : p.split;
+}
+
+/// Writes the k = partitions(n_e) work items of a query tile. Partition j covers entries
+/// [begin + floor(n_e * j / k), begin + floor(n_e * (j + 1) / k)) (balanced by entry count). k == 1 writes O
+/// directly (partial = -1); otherwise partition j writes partial slot slot_base + j.
+TESSERA_HD inline void write_items(const PrepParams& p, const QueryTile& qt, std::int32_t begin, std::int32_t n_e,
+                                   std::int32_t slot_base, WorkItem* out) {
+  const std::int32_t k = partitions(p, n_e);
+  for (std::int32_t j = 0; j < k; ++j) {
+    WorkItem w;
+    w.batch = qt.batch;
+    w.head = qt.head;
+    w.q_start = qt.q_start;
+    w.q_len = qt.q_len;
+    w.entry_begin = begin + static_cast<std::int32_t>(static_cast<std::int64_t>(n_e) * j / k);
+    w.entry_end = begin + static_cast<std::int32_t>(static_cast<std::int64_t>(n_e) * (j + 1) / k);
+    w.tile_row = qt.tile_row;
+    w.partial = k == 1 ? -1 : slot_base + j;
+    out[j] = w;
+  }
+}
+
+/// The merge target of a split query tile (partial = -1; entry range = the whole row).
+TESSERA_HD inline WorkItem merge_target(const QueryTile& qt, std::int32_t begin, std::int32_t n_e) {
+  WorkItem w;
+  w.batch = qt.batch;
+  w.head = qt.head;
+  w.q_start = qt.q_start;
+  w.q_len = qt.q_len;
+  w.entry_begin = begin;
+  w.entry_end = begin + n_e;
+  w.tile_row = qt.tile_row;
+  w.partial = -1;
+  return w;
+}
+
+/// Sort key of the persistent work list: items are ordered by decreasing entry count, stably (radix sort of this
+/// key ascending, stable, gives the order).
+TESSERA_HD inline std::uint32_t persistent_key(const WorkItem& w) {
+  return 0x7fffffffu - static_cast<std::uint32_t>(w.entry_end - w.entry_begin);
+}
+
+}  // namespace tessera::prep

@@ -1,0 +1,177 @@
+// GPU launch preparation: sizing from the plan and mu(M), the builder sequence, download for tests and tools.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "cuda/check.cuh"
+#include "cuda/launch_prep_gpu.hpp"
+#include "cuda/launch_prep_kernels.cuh"
+#include "tessera/error.hpp"
+
+namespace tessera {
+
+namespace {
+
+cudaStream_t cu(Stream s) { return reinterpret_cast<cudaStream_t>(s); }
+
+void grow(DeviceBuffer& b, std::int64_t bytes) { b.reserve(static_cast<std::size_t>(std::max<std::int64_t>(bytes, 16))); }
+
+template <class T>
+void download(std::vector<T>& dst, const void* src, std::int64_t n, cudaStream_t s) {
+  dst.resize(static_cast<std::size_t>(n));
+  if (n > 0) TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src, sizeof(T) * n, cudaMemcpyDeviceToHost, s));
+}
+
+}  // namespace
+
+TileMetadataView DeviceTileMetadata::view() const noexcept {
+  TileMetadataView v;
+  v.items = items.as<const WorkItem>();
+  v.n_items = n_items;
+  v.kv_tile = kv_tile_ptr;
+  v.member = params.membership ? member.as<const std::uint64_t>() : nullptr;
+  v.gather_blocks = params.pack ? gather_blocks.as<const std::int32_t>() : nullptr;
+  v.c_kv_gather = params.pack;
+  v.n_entries = n_entries;
+  v.merge_offsets = merge_offsets.as<const std::int32_t>();
+  v.merge_targets = merge_targets.as<const WorkItem>();
+  v.n_merge = n_merge;
+  v.n_partials = n_partials;
+  v.tile_q = params.tile_q;
+  v.tile_kv = params.tile_kv;
+  v.sub_q = sub_q;
+  v.sub_kv = sub_kv;
+  v.block_kv = block_kv;
+  v.items_per_cta = items_per_cta;
+  v.persistent = persistent;
+  v.tile_row_offsets = row_offsets_ptr;
+  v.n_tile_rows = static_cast<std::int32_t>(params.tile_rows());
+  return v;
+}
+
+void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, const PrepProblem& problem,
+                              Stream stream, DeviceTileMetadata& out) {
+  const prep::PrepParams p = make_prep_params(plan, mask.shape, problem);
+  const cudaStream_t s = cu(stream);
+  out.params = p;
+  out.sub_q = plan.q.kind == MappingKind::kCoarsen ? plan.block_q : plan.tile_q();
+  out.sub_kv = plan.kv.kind == MappingKind::kCoarsen ? plan.block_kv : plan.tile_kv();
+  out.block_kv = plan.block_kv;
+  out.items_per_cta = plan.org.group;
+  out.persistent = plan.org.persistent ? 1 : 0;
+  const PrepBounds bd = prep_bounds(plan, p, mask.nnz, problem.head_dim);
+  out.bounds = bd;
+  const auto* mask_rows = mask.row_offsets.as<const std::int32_t>();
+  const auto* mask_cols = mask.col_indices.as<const std::int32_t>();
+  // Direct KV on logical rows in ascending order: the tile rows are mu(M)'s CSR (zero copy).
+  const bool zero_copy = p.c_q == 1 && p.c_kv == 1 && p.r_kv == 1 && !p.pack && p.traversal == 0;
+
+  const std::int64_t n = bd.q_tiles;
+  grow(out.items, bd.items * static_cast<std::int64_t>(sizeof(WorkItem)));
+  grow(out.merge_offsets, (bd.merges + 1) * 4);
+  grow(out.merge_targets, bd.merges * static_cast<std::int64_t>(sizeof(WorkItem)));
+  grow(out.totals, 4 * 4);
+  if (p.split > 1) {
+    for (DeviceBuffer* b : {&out.scan_items, &out.scan_slots, &out.scan_merge}) grow(*b, (n + 1) * 4);
+  }
+  if (plan.org.persistent) {
+    grow(out.keys, bd.items * 4);
+    grow(out.keys_alt, bd.items * 4);
+    grow(out.order, bd.items * 4);
+    grow(out.order_alt, bd.items * 4);
+    grow(out.items_alt, bd.items * static_cast<std::int64_t>(sizeof(WorkItem)));
+  }
+  std::size_t cub_bytes = prep::work_items_cub_temp_bytes(n, plan.org.persistent ? bd.items : 0);
+  if (!zero_copy) cub_bytes = std::max(cub_bytes, prep::tile_rows_cub_temp_bytes(bd.tile_rows));
+  grow(out.cub_temp, static_cast<std::int64_t>(cub_bytes));
+
+  if (zero_copy) {
+    out.row_offsets_ptr = mask_rows;
+    out.kv_tile_ptr = mask_cols;
+  } else {
+    grow(out.tile_row_offsets, (bd.tile_rows + 1) * 4);
+    if (!p.pack) grow(out.kv_tile, bd.entries * 4);
+    if (p.membership) grow(out.member, bd.entries * 8);
+    if (p.pack) grow(out.gather_blocks, bd.entries * p.pack * 4);
+    if (p.traversal != 0) {
+      if (!p.pack) grow(out.tmp_kv, bd.entries * 4);
+      if (p.membership) grow(out.tmp_member, bd.entries * 8);
+      if (p.pack) grow(out.tmp_gather, bd.entries * p.pack * 4);
+    }
+    prep::TileRowBuffers tb{out.tile_row_offsets.as<std::int32_t>(), out.kv_tile.as<std::int32_t>(),
+                            out.member.as<std::uint64_t>(), out.gather_blocks.as<std::int32_t>(),
+                            out.tmp_kv.as<std::int32_t>(), out.tmp_member.as<std::uint64_t>(),
+                            out.tmp_gather.as<std::int32_t>(), out.cub_temp.data(), out.cub_temp.bytes()};
+    prep::build_tile_rows_gpu(p, mask_rows, mask_cols, tb, s);
+    out.row_offsets_ptr = out.tile_row_offsets.as<const std::int32_t>();
+    out.kv_tile_ptr = p.pack ? nullptr : out.kv_tile.as<const std::int32_t>();
+  }
+  prep::ItemBuffers ib{out.row_offsets_ptr, out.items.as<WorkItem>(), out.merge_offsets.as<std::int32_t>(),
+                       out.merge_targets.as<WorkItem>(), out.scan_items.as<std::int32_t>(),
+                       out.scan_slots.as<std::int32_t>(), out.scan_merge.as<std::int32_t>(),
+                       out.keys.as<std::uint32_t>(), out.keys_alt.as<std::uint32_t>(), out.order.as<std::int32_t>(),
+                       out.order_alt.as<std::int32_t>(), out.items_alt.as<WorkItem>(), out.cub_temp.data(),
+                       out.cub_temp.bytes(), out.totals.as<std::int32_t>()};
+  prep::build_work_items_gpu(p, ib, plan.org.persistent, bd.items, s);
+}
+
+void finish_prepare_plan_gpu(DeviceTileMetadata& out, Stream stream) {
+  const cudaStream_t s = cu(stream);
+  const PrepBounds& bd = out.bounds;
+  std::int32_t totals[4];
+  TESSERA_CUDA_CHECK(cudaMemcpyAsync(totals, out.totals.data(), sizeof(totals), cudaMemcpyDeviceToHost, s));
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(s));
+  out.n_entries = totals[0];
+  out.n_items = totals[1];
+  out.n_partials = totals[2];
+  out.n_merge = totals[3];
+  if (out.n_entries > bd.entries || out.n_items > bd.items)
+    throw Error(ErrorCode::kInternal, "metadata", "launch preparation exceeded its size bounds");
+}
+
+void prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, const PrepProblem& problem, Stream stream,
+                      DeviceTileMetadata& out) {
+  enqueue_prepare_plan_gpu(plan, mask, problem, stream, out);
+  finish_prepare_plan_gpu(out, stream);
+}
+
+HostTileMetadata download_tile_metadata(const DeviceTileMetadata& md, Stream stream) {
+  const cudaStream_t s = cu(stream);
+  const prep::PrepParams& p = md.params;
+  HostTileMetadata h;
+  h.params = p;
+  download(h.tile_row_offsets, md.row_offsets_ptr, p.tile_rows() + 1, s);
+  if (!p.pack) download(h.kv_tile, md.kv_tile_ptr, md.n_entries, s);
+  if (p.membership) download(h.member, md.member.data(), md.n_entries, s);
+  if (p.pack) download(h.gather_blocks, md.gather_blocks.data(), md.n_entries * p.pack, s);
+  download(h.items, md.items.data(), md.n_items, s);
+  download(h.merge_offsets, md.merge_offsets.data(), md.n_merge + 1, s);
+  download(h.merge_targets, md.merge_targets.data(), md.n_merge, s);
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(s));
+  h.n_partials = md.n_partials;
+  h.sub_q = md.sub_q;
+  h.sub_kv = md.sub_kv;
+  h.block_kv = md.block_kv;
+  h.items_per_cta = md.items_per_cta;
+  h.persistent = md.persistent;
+  return h;
+}
+
+DeviceMaskState upload_mask_state(const HostMaskState& mask, Stream stream) {
+  const cudaStream_t s = cu(stream);
+  DeviceMaskState d;
+  d.shape = mask.shape;
+  d.nnz = static_cast<std::int64_t>(mask.col_indices.size());
+  d.stats = mask.stats;
+  d.row_offsets = DeviceBuffer(mask.row_offsets.size() * 4);
+  d.col_indices = DeviceBuffer(std::max<std::size_t>(mask.col_indices.size(), 1) * 4);
+  TESSERA_CUDA_CHECK(cudaMemcpyAsync(d.row_offsets.data(), mask.row_offsets.data(), mask.row_offsets.size() * 4,
+                                     cudaMemcpyHostToDevice, s));
+  if (!mask.col_indices.empty())
+    TESSERA_CUDA_CHECK(cudaMemcpyAsync(d.col_indices.data(), mask.col_indices.data(), mask.col_indices.size() * 4,
+                                       cudaMemcpyHostToDevice, s));
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(s));
+  return d;
+}
+
+}  // namespace tessera

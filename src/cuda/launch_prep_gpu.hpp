@@ -1,0 +1,52 @@
+#pragma once
+// Launch preparation on the GPU (DESIGN.md section 5): derives the selected plan's launch metadata from mu(M) in
+// device memory. The builders follow core/launch_prep_rules.hpp and match the CPU twins
+// (core/launch_prep.hpp) bit for bit. No CUDA headers needed to include this file.
+#include <cstdint>
+
+#include "core/launch_prep.hpp"
+#include "tessera/cuda_types.hpp"
+#include "tessera/mask_state_gpu.hpp"
+
+namespace tessera {
+
+/// Prepared launch metadata in device memory. Buffers are sized from prep_bounds() (plan + mask state) and kept
+/// across calls (reserve only grows), so preparing again into the same object allocates nothing new.
+struct DeviceTileMetadata {
+  prep::PrepParams params;
+  // Metadata arrays (see TileMetadataView). For a plan that needs no tile-row building (c_q == 1, Direct KV,
+  // ascending traversal) tile_row_offsets / kv_tile point into the mask state itself: zero copy.
+  DeviceBuffer tile_row_offsets, kv_tile, member, gather_blocks, items, merge_offsets, merge_targets;
+  // Scratch: per-query-tile scans, reorder copies, persistent sort keys, CUB temporary storage, totals.
+  DeviceBuffer scan_items, scan_slots, scan_merge, tmp_kv, tmp_member, tmp_gather, keys, keys_alt, order,
+      order_alt, items_alt, cub_temp, totals;
+  const std::int32_t* row_offsets_ptr = nullptr;  ///< tile_row_offsets actually used (own buffer or the mask's)
+  const std::int32_t* kv_tile_ptr = nullptr;      ///< kv_tile actually used (own buffer, the mask's, or null)
+  std::int64_t n_entries = 0;
+  std::int32_t n_items = 0, n_merge = 0, n_partials = 0;
+  std::int32_t sub_q = 0, sub_kv = 0, block_kv = 0, items_per_cta = 1, persistent = 0;
+  PrepBounds bounds;
+
+  /// Device pointers of the prepared metadata, for the kernels.
+  TileMetadataView view() const noexcept;
+};
+
+/// Prepares `plan` for mu(M) on `stream` into `out` (reusing its buffers). Enqueues the builders, then copies four
+/// totals (entries, items, partials, merges) to the host and synchronizes `stream` once.
+/// Throws Error as make_prep_params(), and Error(kCudaError) on CUDA failures.
+void prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, const PrepProblem& problem, Stream stream,
+                      DeviceTileMetadata& out);
+
+/// The two halves of prepare_plan_gpu(): enqueue the builders on `stream` (no synchronization; the totals stay in
+/// device memory, so this part is capturable in a CUDA graph), then copy the totals back and synchronize.
+void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, const PrepProblem& problem,
+                              Stream stream, DeviceTileMetadata& out);
+void finish_prepare_plan_gpu(DeviceTileMetadata& out, Stream stream);
+
+/// Copies prepared device metadata into host memory (tests, tools). Synchronizes `stream`.
+HostTileMetadata download_tile_metadata(const DeviceTileMetadata& md, Stream stream);
+
+/// Uploads a host mu(M) to the device (tests, benchmarks, tools). Synchronizes `stream`.
+DeviceMaskState upload_mask_state(const HostMaskState& mask, Stream stream);
+
+}  // namespace tessera

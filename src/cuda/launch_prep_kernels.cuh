@@ -1,0 +1,57 @@
+#pragma once
+// Internal interface between the GPU launch-preparation driver (launch_prep.cu) and its builders.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/launch_prep_rules.hpp"
+
+namespace tessera::prep {
+
+/// Device arrays of the tile-row builder. tmp_* are used only for a non-ascending traversal.
+struct TileRowBuffers {
+  std::int32_t* tile_offsets;  ///< [rows + 1]
+  std::int32_t* kv_tile;       ///< [entries] span forms
+  std::uint64_t* member;       ///< [entries] with membership
+  std::int32_t* gather;        ///< [entries * pack] packed form
+  std::int32_t* tmp_kv;
+  std::uint64_t* tmp_member;
+  std::int32_t* tmp_gather;
+  void* cub_temp;
+  std::size_t cub_temp_bytes;
+};
+
+/// Counts, scans and fills the tile rows (then applies the traversal order). launch_prep_tiles.cu.
+void build_tile_rows_gpu(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
+                         TileRowBuffers& b, cudaStream_t stream);
+std::size_t tile_rows_cub_temp_bytes(std::int64_t rows);
+
+/// Device arrays of the work-item builder.
+struct ItemBuffers {
+  const std::int32_t* tile_offsets;
+  WorkItem* items;          ///< [items bound]
+  std::int32_t* merge_offsets;  ///< [q_tiles + 1]
+  WorkItem* merge_targets;  ///< [q_tiles]
+  std::int32_t* scan_items;  ///< [q_tiles + 1]
+  std::int32_t* scan_slots;  ///< [q_tiles + 1]
+  std::int32_t* scan_merge;  ///< [q_tiles + 1]
+  // persistent order
+  std::uint32_t* keys;
+  std::uint32_t* keys_alt;
+  std::int32_t* order;
+  std::int32_t* order_alt;
+  WorkItem* items_alt;
+  void* cub_temp;
+  std::size_t cub_temp_bytes;
+  std::int32_t* totals;     ///< [4]: entries, items, partials, merges
+};
+
+/// Work items, split-KV partitions, partial slots, merge index; persistent longest-first order; totals.
+/// launch_prep_items.cu. `items_bound` is the allocated item capacity (persistent sort length = actual count,
+/// read on the device).
+void build_work_items_gpu(const PrepParams& p, ItemBuffers& b, bool persistent, std::int64_t items_bound,
+                          cudaStream_t stream);
+std::size_t work_items_cub_temp_bytes(std::int64_t q_tiles, std::int64_t items_bound);
+
+}  // namespace tessera::prep

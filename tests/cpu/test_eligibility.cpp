@@ -1,0 +1,148 @@
+// Eligible(P, R): pure host function of plan, catalog entry and request features.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/catalog.hpp"
+#include "core/eligibility.hpp"
+
+namespace tessera {
+namespace {
+
+// A synthetic catalog: Mma entries for tiles 16..128 in both dims, D 64/128, bf16/fp16, w4, s2 and s3;
+// one Wgmma entry.
+std::vector<CatalogEntry> synthetic_catalog() {
+  std::vector<CatalogEntry> v;
+  for (DType t : {DType::kBFloat16, DType::kFloat16})
+    for (int d : {64, 128})
+      for (int tq : {16, 32, 64, 128})
+        for (int tk : {16, 32, 64, 128})
+          for (int s : {2, 3}) v.push_back(CatalogEntry{"synthetic", KernelFamily::kMma, t, d, tq, tk, 4, s});
+  v.push_back(CatalogEntry{"wg", KernelFamily::kWgmma, DType::kBFloat16, 128, 128, 128, 12, 2});
+  return v;
+}
+
+EligibilityRequest request(int bq, int bkv) {
+  EligibilityRequest r;
+  r.arch = Arch::kSm90a;
+  r.dtype = DType::kBFloat16;
+  r.head_dim = 128;
+  r.block_q = bq;
+  r.block_kv = bkv;
+  return r;
+}
+
+TEST(Eligibility, DirectPlanMatchesItsEntry) {
+  const auto cat = synthetic_catalog();
+  const Plan p = parse_plan_id("sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4");
+  const CatalogEntry* e = find_plan_entry(p, cat);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->tile_q, 64);
+  EXPECT_EQ(e->tile_kv, 64);
+  EXPECT_TRUE(eligible(p, *e, request(64, 64)).ok);
+  // Geometry of the request differs from the plan's.
+  const auto r = eligible(p, *e, request(128, 64));
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.reason.find("block_q"), std::string::npos) << r.reason;
+}
+
+TEST(Eligibility, MappedTileMustEqualEntryTile) {
+  const auto cat = synthetic_catalog();
+  const Plan c2 = parse_plan_id("sm90a.mma.bf16.d128.q32c2.kv64r2.g1.tasc.split1.s2.w4");  // T = 64 x 32
+  const CatalogEntry* e = find_plan_entry(c2, cat);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->tile_q, 64);
+  EXPECT_EQ(e->tile_kv, 32);
+  EXPECT_TRUE(eligible(c2, *e, request(32, 64)).ok);
+  const CatalogEntry* e64 = find_plan_entry(parse_plan_id("sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4"), cat);
+  ASSERT_NE(e64, nullptr);
+  const auto r = eligible(c2, *e64, request(32, 64));
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.reason.find("tile_kv"), std::string::npos) << r.reason;
+  // No entry with a 256-token tile in the synthetic catalog.
+  EXPECT_EQ(find_plan_entry(parse_plan_id("sm90a.mma.bf16.d128.q64c4.kv64d.g1.tasc.split1.s2.w4"), cat), nullptr);
+}
+
+TEST(Eligibility, RefinedNeedsDivisibleBlockOfAtLeast16) {
+  Plan p = parse_plan_id("sm90a.mma.bf16.d128.q64r4.kv64d.g1.tasc.split1.s2.w4");
+  const CatalogEntry e{"x", KernelFamily::kMma, DType::kBFloat16, 128, 16, 64, 4, 2};
+  EXPECT_TRUE(eligible(p, e, request(64, 64)).ok);
+  p.block_q = 32;  // 32 / 4 = 8 < 16
+  const auto r = eligible(p, e, request(32, 64));
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.reason.find("plan.q.factor"), std::string::npos) << r.reason;
+  p.block_q = 48;  // 48 / 4 = 12
+  EXPECT_FALSE(eligible(p, e, request(48, 64)).ok);
+}
+
+TEST(Eligibility, FamilyArchDtypeHeadDimStagesWarps) {
+  const auto cat = synthetic_catalog();
+  const Plan wg = parse_plan_id("sm90a.wgmma.bf16.d128.q128d.kv128d.g1.tasc.split1.s2.w12");
+  const CatalogEntry* e = find_plan_entry(wg, cat);
+  ASSERT_NE(e, nullptr);
+  EXPECT_TRUE(eligible(wg, *e, request(128, 128)).ok);
+  EligibilityRequest r = request(128, 128);
+  Plan wg80 = wg;
+  wg80.arch = Arch::kSm80;
+  r.arch = Arch::kSm80;
+  auto res = eligible(wg80, *e, r);
+  EXPECT_FALSE(res.ok);
+  EXPECT_NE(res.reason.find("not built for sm80"), std::string::npos) << res.reason;
+  EXPECT_FALSE(eligible(wg, *e, r).ok);  // plan arch != request arch
+  const Plan mma = parse_plan_id("sm80.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s3.w4");
+  const CatalogEntry* em = find_plan_entry(mma, cat);
+  ASSERT_NE(em, nullptr);
+  r = request(64, 64);
+  r.arch = Arch::kSm80;
+  EXPECT_TRUE(eligible(mma, *em, r).ok);
+  r.arch = Arch::kSm120;
+  EXPECT_FALSE(eligible(mma, *em, r).ok);
+  Plan m120 = mma;
+  m120.arch = Arch::kSm120;
+  EXPECT_TRUE(eligible(m120, *em, r).ok);
+  r.dtype = DType::kFloat16;
+  EXPECT_NE(eligible(m120, *em, r).reason.find("dtype"), std::string::npos);
+  r.dtype = DType::kBFloat16;
+  r.head_dim = 64;
+  EXPECT_NE(eligible(m120, *em, r).reason.find("head_dim"), std::string::npos);
+  r.head_dim = 128;
+  CatalogEntry s2 = *em;
+  s2.stages = 2;
+  EXPECT_NE(eligible(m120, s2, r).reason.find("stages"), std::string::npos);
+  CatalogEntry w8 = *em;
+  w8.warps = 8;
+  EXPECT_NE(eligible(m120, w8, r).reason.find("warps"), std::string::npos);
+  CatalogEntry fam = *em;
+  fam.family = KernelFamily::kWgmma;
+  EXPECT_NE(eligible(m120, fam, r).reason.find("family"), std::string::npos);
+}
+
+TEST(Eligibility, SplitWorkspaceLimit) {
+  const Plan p = parse_plan_id("sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split4.s2.w4");
+  const CatalogEntry e{"x", KernelFamily::kMma, DType::kBFloat16, 128, 64, 64, 4, 2};
+  EligibilityRequest r = request(64, 64);
+  r.query_tiles = 100;
+  const std::int64_t need = split_workspace_bytes_bound(p, 100);
+  EXPECT_EQ(need, 100LL * 4 * 64 * 129 * 4);
+  r.max_workspace_bytes = need;
+  EXPECT_TRUE(eligible(p, e, r).ok);
+  r.max_workspace_bytes = need - 1;
+  EXPECT_NE(eligible(p, e, r).reason.find("workspace"), std::string::npos);
+}
+
+TEST(Catalog, HostTableAndFamilies) {
+  ASSERT_FALSE(catalog().empty());
+  for (const CatalogEntry& e : catalog()) {
+    EXPECT_EQ(find_catalog_entry(e.name), &e);
+    EXPECT_GT(e.tile_q, 0);
+    EXPECT_GT(e.tile_kv, 0);
+  }
+  EXPECT_EQ(find_catalog_entry("no.such.entry"), nullptr);
+  EXPECT_EQ(family_architectures(KernelFamily::kMma).size(), 5u);
+  EXPECT_TRUE(family_targets(KernelFamily::kMma, Arch::kSm120));
+  EXPECT_TRUE(family_targets(KernelFamily::kWgmma, Arch::kSm90a));
+  EXPECT_FALSE(family_targets(KernelFamily::kWgmma, Arch::kSm89));
+}
+
+}  // namespace
+}  // namespace tessera

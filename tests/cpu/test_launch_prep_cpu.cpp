@@ -1,0 +1,206 @@
+// CPU launch-preparation builders: hand-checked metadata and invariants.
+#include <gtest/gtest.h>
+
+#include "core/launch_prep.hpp"
+#include "plan_test_util.hpp"
+#include "tessera/error.hpp"
+
+namespace tessera {
+namespace {
+
+using plan_testing::DenseBlockMask;
+using plan_testing::host_mask_state;
+
+Plan plan_of(const std::string& q, const std::string& kv, const std::string& org = "g1.tasc.split1") {
+  return parse_plan_id("sm90a.mma.bf16.d64." + q + "." + kv + "." + org + ".s2.w4");
+}
+
+// One head, 3 query blocks x 6 kv blocks of 16 tokens; N_q = 40 (ragged), N_kv = 90 (ragged).
+//   row 0: 1 2 4
+//   row 1: 0 5
+//   row 2: (empty)
+DenseBlockMask small_mask() {
+  DenseBlockMask m(1, 1, 3, 6);
+  m.at(0, 0, 0, 1) = m.at(0, 0, 0, 2) = m.at(0, 0, 0, 4) = 1;
+  m.at(0, 0, 1, 0) = m.at(0, 0, 1, 5) = 1;
+  return m;
+}
+const PrepProblem kSmall{1, 1, 1, 40, 90, 64};
+
+TEST(LaunchPrepCpu, DirectIsTheMaskCsr) {
+  const auto ms = host_mask_state(small_mask());
+  const auto md = prepare_plan_cpu(plan_of("q16d", "kv16d"), ms, kSmall);
+  check_tile_metadata(md);
+  EXPECT_EQ(md.tile_row_offsets, ms.row_offsets);
+  EXPECT_EQ(md.kv_tile, ms.col_indices);
+  EXPECT_TRUE(md.member.empty());
+  ASSERT_EQ(md.items.size(), 3u);
+  EXPECT_EQ(md.items[2].q_start, 32);
+  EXPECT_EQ(md.items[2].q_len, 8);
+  EXPECT_EQ(md.items[2].entry_begin, md.items[2].entry_end);
+  EXPECT_EQ(md.n_partials, 0);
+}
+
+TEST(LaunchPrepCpu, CoarsenedSpanBuildsMembership) {
+  const auto ms = host_mask_state(small_mask());
+  const auto md = prepare_plan_cpu(plan_of("q16c2", "kv16c2"), ms, kSmall);
+  check_tile_metadata(md);
+  // tile row 0 = logical rows 0, 1; kv tiles: 0 {(1,0)}, 1 {(0,0)}, 2 {(0,0), (1,1)}; row 1 = logical row 2: empty
+  EXPECT_EQ(md.tile_row_offsets, (std::vector<std::int32_t>{0, 3, 3}));
+  EXPECT_EQ(md.kv_tile, (std::vector<std::int32_t>{0, 1, 2}));
+  EXPECT_EQ(md.member, (std::vector<std::uint64_t>{(1ull << 1) | (1ull << 8), 1ull, 1ull | (1ull << 9)}));
+  ASSERT_EQ(md.items.size(), 2u);
+  EXPECT_EQ(md.items[1].q_len, 8);
+  EXPECT_EQ(md.sub_q, 16);
+  EXPECT_EQ(md.sub_kv, 16);
+}
+
+TEST(LaunchPrepCpu, PackedGroupsActiveBlocksInOrder) {
+  const auto ms = host_mask_state(small_mask());
+  const auto md = prepare_plan_cpu(plan_of("q16d", "kv16p2"), ms, kSmall);
+  check_tile_metadata(md);
+  EXPECT_EQ(md.tile_row_offsets, (std::vector<std::int32_t>{0, 2, 3, 3}));
+  EXPECT_EQ(md.gather_blocks, (std::vector<std::int32_t>{1, 2, 4, -1, 0, 5}));
+  EXPECT_EQ(md.member, (std::vector<std::uint64_t>{3, 1, 3}));
+  EXPECT_TRUE(md.kv_tile.empty());
+  // Coarsened-Q x packed: union of rows 0 and 1 = {0, 1, 2, 4, 5}
+  const auto mc = prepare_plan_cpu(plan_of("q16c2", "kv16p4"), ms, kSmall);
+  check_tile_metadata(mc);
+  EXPECT_EQ(mc.gather_blocks, (std::vector<std::int32_t>{0, 1, 2, 4, 5, -1, -1, -1}));
+  EXPECT_EQ(mc.member, (std::vector<std::uint64_t>{(1ull << 8) | 2 | 4 | 8, 1ull << 8}));
+}
+
+TEST(LaunchPrepCpu, RefinedKvExpandsBlocksAndDropsTilesPastTheSequence) {
+  // B_KV = 32: 3 kv blocks for N_kv = 90; r2 -> T_KV = 16, 6 kv tiles (last one covers 80..90).
+  DenseBlockMask m(1, 1, 3, 3);
+  m.at(0, 0, 0, 2) = 1;
+  m.at(0, 0, 1, 0) = 1;
+  const PrepProblem pr{1, 1, 1, 40, 90, 64};
+  const auto md = prepare_plan_cpu(plan_of("q16d", "kv32r2"), host_mask_state(m), pr);
+  check_tile_metadata(md);
+  EXPECT_EQ(md.kv_tile, (std::vector<std::int32_t>{4, 5, 0, 1}));
+  // N_kv = 70: kv block 2 covers 64..70, only one refined tile (64..80) exists.
+  const PrepProblem pr70{1, 1, 1, 40, 70, 64};
+  const auto m70 = prepare_plan_cpu(plan_of("q16d", "kv32r2"), host_mask_state(m), pr70);
+  EXPECT_EQ(m70.kv_tile, (std::vector<std::int32_t>{4, 0, 1}));
+}
+
+TEST(LaunchPrepCpu, RefinedQReusesLogicalRows) {
+  DenseBlockMask m(1, 1, 2, 6);  // B_Q = 32: N_q = 40 -> 2 blocks; r2 -> T_Q = 16, 3 query tiles
+  m.at(0, 0, 0, 3) = 1;
+  m.at(0, 0, 1, 1) = 1;
+  const auto md = prepare_plan_cpu(plan_of("q32r2", "kv16d"), host_mask_state(m), kSmall);
+  check_tile_metadata(md);
+  ASSERT_EQ(md.items.size(), 3u);
+  EXPECT_EQ(md.items[0].tile_row, 0);
+  EXPECT_EQ(md.items[1].tile_row, 0);
+  EXPECT_EQ(md.items[2].tile_row, 1);
+  EXPECT_EQ(md.items[2].q_len, 8);
+}
+
+TEST(LaunchPrepCpu, SplitKvPartitionsAndMergeIndex) {
+  DenseBlockMask m(1, 1, 3, 8);
+  for (int c = 0; c < 7; ++c) m.at(0, 0, 0, c) = 1;  // 7 tiles -> 4 partitions: 1, 2, 2, 2 (floor(7j/4))
+  m.at(0, 0, 1, 3) = 1;                              // 1 tile -> direct
+  const PrepProblem pr{1, 1, 1, 48, 128, 64};
+  const auto md = prepare_plan_cpu(plan_of("q16d", "kv16d", "g1.tasc.split4"), host_mask_state(m), pr);
+  check_tile_metadata(md);
+  ASSERT_EQ(md.items.size(), 6u);
+  EXPECT_EQ(md.items[0].entry_begin, 0);
+  EXPECT_EQ(md.items[0].entry_end, 1);
+  EXPECT_EQ(md.items[1].entry_end, 3);
+  EXPECT_EQ(md.items[3].entry_end, 7);
+  EXPECT_EQ(md.items[3].partial, 3);
+  EXPECT_EQ(md.items[4].partial, -1);
+  EXPECT_EQ(md.items[5].partial, -1);  // empty row: one direct item
+  EXPECT_EQ(md.n_partials, 4);
+  EXPECT_EQ(md.merge_offsets, (std::vector<std::int32_t>{0, 4}));
+  ASSERT_EQ(md.merge_targets.size(), 1u);
+  EXPECT_EQ(md.merge_targets[0].q_start, 0);
+  // A row with 3 tiles under split 8 gets 3 partials.
+  const auto m8 = prepare_plan_cpu(plan_of("q16d", "kv16d", "g1.tasc.split8"), host_mask_state(m), pr);
+  check_tile_metadata(m8);
+  EXPECT_EQ(m8.n_partials, 7);
+}
+
+TEST(LaunchPrepCpu, TraversalOrders) {
+  DenseBlockMask m(1, 1, 1, 12);
+  for (int c : {0, 2, 3, 5, 6, 7, 10}) m.at(0, 0, 0, c) = 1;  // runs: [0] [2 3] [5 6 7] [10]
+  const PrepProblem pr{1, 1, 1, 16, 192, 64};
+  const auto ms = host_mask_state(m);
+  EXPECT_EQ(prepare_plan_cpu(plan_of("q16d", "kv16d", "g1.tdesc.split1"), ms, pr).kv_tile,
+            (std::vector<std::int32_t>{10, 7, 6, 5, 3, 2, 0}));
+  EXPECT_EQ(prepare_plan_cpu(plan_of("q16d", "kv16d", "g1.trun.split1"), ms, pr).kv_tile,
+            (std::vector<std::int32_t>{5, 6, 7, 2, 3, 0, 10}));
+  // Packed p2 of {0 1 4 5 6 9}: entries {0,1} {4,5} {6,9}: runs [{0,1}] [{4,5},{6,9}]
+  DenseBlockMask m2(1, 1, 1, 12);
+  for (int c : {0, 1, 4, 5, 6, 9}) m2.at(0, 0, 0, c) = 1;
+  const auto pk = prepare_plan_cpu(plan_of("q16d", "kv16p2", "g1.trun.split1"), host_mask_state(m2), pr);
+  check_tile_metadata(pk);
+  EXPECT_EQ(pk.gather_blocks, (std::vector<std::int32_t>{4, 5, 6, 9, 0, 1}));
+  EXPECT_EQ(pk.member, (std::vector<std::uint64_t>{3, 3, 3}));
+}
+
+TEST(LaunchPrepCpu, PersistentOrderIsLongestFirstAndStable) {
+  DenseBlockMask m(1, 1, 4, 8);
+  for (int c = 0; c < 2; ++c) m.at(0, 0, 0, c) = 1;
+  for (int c = 0; c < 5; ++c) m.at(0, 0, 1, c) = 1;
+  for (int c = 0; c < 2; ++c) m.at(0, 0, 3, c) = 1;
+  const PrepProblem pr{1, 1, 1, 64, 128, 64};
+  const auto md = prepare_plan_cpu(plan_of("q16d", "kv16d", "g2p.tasc.split1"), host_mask_state(m), pr);
+  check_tile_metadata(md);
+  ASSERT_EQ(md.items.size(), 4u);
+  EXPECT_EQ(md.items[0].q_start, 16);
+  EXPECT_EQ(md.items[1].q_start, 0);
+  EXPECT_EQ(md.items[2].q_start, 48);
+  EXPECT_EQ(md.items[3].q_start, 32);
+  EXPECT_EQ(md.view().items_per_cta, 2);
+  EXPECT_EQ(md.view().persistent, 1);
+}
+
+TEST(LaunchPrepCpu, BroadcastAndGqaWorkItems) {
+  DenseBlockMask m(1, 1, 2, 2);  // broadcast over B = 2, H_q = 4
+  m.at(0, 0, 0, 1) = 1;
+  const PrepProblem pr{2, 4, 2, 32, 32, 64};
+  const auto md = prepare_plan_cpu(plan_of("q16d", "kv16d"), host_mask_state(m), pr);
+  check_tile_metadata(md);
+  EXPECT_EQ(md.items.size(), 16u);
+  for (const WorkItem& w : md.items) EXPECT_EQ(w.tile_row, w.q_start / 16);
+}
+
+TEST(LaunchPrepCpu, BoundsCoverActualSizes) {
+  auto m = plan_testing::random_mask(2, 3, 9, 11, 0.4, 7);
+  const PrepProblem pr{2, 3, 3, 9 * 32 - 5, 11 * 32 - 3, 64};
+  for (const char* q : {"q32d", "q32c2", "q32r2"})
+    for (const char* kv : {"kv32d", "kv32c4", "kv32p4", "kv32r2"}) {
+      const Plan p = plan_of(q, kv, "g1.tasc.split4");
+      const auto ms = host_mask_state(m);
+      const auto md = prepare_plan_cpu(p, ms, pr);
+      check_tile_metadata(md);
+      const auto b = prep_bounds(p, md.params, static_cast<std::int64_t>(ms.col_indices.size()), 64);
+      EXPECT_EQ(b.tile_rows + 1, static_cast<std::int64_t>(md.tile_row_offsets.size()));
+      EXPECT_LE(md.n_entries(), b.entries);
+      EXPECT_LE(static_cast<std::int64_t>(md.items.size()), b.items);
+      EXPECT_LE(md.n_partials, b.partials);
+      EXPECT_LE(static_cast<std::int64_t>(md.merge_targets.size()), b.merges);
+    }
+}
+
+TEST(LaunchPrepCpu, RejectsMismatchedMaskExtents) {
+  const auto ms = host_mask_state(small_mask());
+  PrepProblem pr = kSmall;
+  pr.n_q = 100;
+  try {
+    prepare_plan_cpu(plan_of("q16d", "kv16d"), ms, pr);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), "mask.n_qb");
+  }
+  pr = kSmall;
+  pr.heads_q = 3;
+  pr.heads_kv = 2;
+  EXPECT_THROW(prepare_plan_cpu(plan_of("q16d", "kv16d"), ms, pr), Error);
+}
+
+}  // namespace
+}  // namespace tessera

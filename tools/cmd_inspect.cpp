@@ -1,0 +1,84 @@
+// `tessera inspect catalog`: the kernel catalog (every entry of src/kernels/catalog.def) with its target
+// architectures. `tessera inspect plan <id>`: a plan id parsed into its parts, its tiles and its catalog entry.
+#include <fmt/core.h>
+
+#include <memory>
+#include <regex>
+#include <string>
+
+#include "commands.hpp"
+#include "core/catalog.hpp"
+#include "core/plan.hpp"
+#include "tessera/error.hpp"
+
+namespace tessera::tools {
+
+namespace {
+
+std::string archs_of(KernelFamily f) {
+  std::string s;
+  for (Arch a : family_architectures(f)) s += (s.empty() ? "" : ",") + std::string(arch_name(a));
+  return s;
+}
+
+std::string mapping_text(const DimMapping& m, int block) {
+  switch (m.kind) {
+    case MappingKind::kDirect: return fmt::format("Direct (T = B = {})", block);
+    case MappingKind::kCoarsen: return fmt::format("Coarsened span x{} (T = {}, membership bits)", m.factor, m.tile(block));
+    case MappingKind::kPacked: return fmt::format("Coarsened packed x{} (gathers {} active blocks, T = {})", m.factor,
+                                                  m.factor, m.tile(block));
+    case MappingKind::kRefine: return fmt::format("Refined /{} (T = {})", m.factor, m.tile(block));
+  }
+  return "?";
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("inspect", "Inspect the kernel catalog or a plan id");
+  cmd->require_subcommand(1);
+
+  auto* cat = cmd->add_subcommand("catalog", "Print every catalog entry (src/kernels/catalog.def)");
+  auto filter = std::make_shared<std::string>(".*");
+  auto arch = std::make_shared<std::string>();
+  cat->add_option("--filter", *filter, "Regex on the entry name (default .*)");
+  cat->add_option("--arch", *arch, "Only entries whose family targets this architecture (sm80, sm86, sm89, sm90a, sm120)");
+  cat->callback([filter, arch] {
+    const std::regex re(*filter);
+    fmt::print("{:<34} {:<6} {:<5} {:>4} {:>9} {:>5} {:>6}  {}\n", "name", "family", "dtype", "D", "T_QxT_KV", "warps",
+               "stages", "architectures");
+    int shown = 0;
+    for (const CatalogEntry& e : catalog()) {
+      if (!std::regex_search(std::string(e.name), re)) continue;
+      if (!arch->empty()) {
+        bool ok = false;
+        for (Arch a : family_architectures(e.family)) ok = ok || arch_name(a) == *arch;
+        if (!ok) continue;
+      }
+      fmt::print("{:<34} {:<6} {:<5} {:>4} {:>9} {:>5} {:>6}  {}\n", e.name, family_name(e.family), dtype_name(e.dtype),
+                 e.head_dim, fmt::format("{}x{}", e.tile_q, e.tile_kv), e.warps, e.stages, archs_of(e.family));
+      ++shown;
+    }
+    fmt::print("{} of {} entries\n", shown, catalog().size());
+  });
+
+  auto* plan = cmd->add_subcommand("plan", "Parse a plan id and print its parts, tiles and catalog entry");
+  auto id = std::make_shared<std::string>();
+  plan->add_option("id", *id, "Plan id, e.g. sm90a.mma.bf16.d128.q64c2.kv64p4.g1.tasc.split2.s3.w4")->required();
+  plan->callback([id] {
+    const Plan p = parse_plan_id(*id);
+    fmt::print("plan        {}\n", plan_id(p));
+    fmt::print("arch        {}\nfamily      {} (built for {})\ndtype       {}\nhead_dim    {}\n", arch_name(p.arch),
+               family_name(p.family), archs_of(p.family), dtype_name(p.dtype), p.head_dim);
+    fmt::print("query       B_Q = {}: {}\n", p.block_q, mapping_text(p.q, p.block_q));
+    fmt::print("kv          B_KV = {}: {}\n", p.block_kv, mapping_text(p.kv, p.block_kv));
+    fmt::print("tile        {} x {}\n", p.tile_q(), p.tile_kv());
+    fmt::print("grouping    {} query tile(s) per CTA{}\n", p.org.group, p.org.persistent ? ", persistent CTAs (longest first)" : "");
+    fmt::print("traversal   {}\nsplit-KV    {}\nstages      {}\nwarps       {}\n", traversal_name(p.org.traversal),
+               p.org.split, p.org.stages, p.warps);
+    const CatalogEntry* e = find_plan_entry(p);
+    fmt::print("kernel      {} ({})\n", plan_kernel_name(p), e ? "in the catalog" : "NOT in the catalog");
+  });
+}
+
+}  // namespace tessera::tools
