@@ -13,7 +13,7 @@ namespace tessera::corpus {
 
 void sparge_model(const CaseContext& c, double mean_density, PackedMask& m, HeadNotes& notes) {
   const std::int64_t nq = c.q->n_blocks, nk = c.kv->n_blocks;
-  constexpr double kSigma = 0.35;
+  constexpr double kSigma = 0.25;
   std::vector<float> s;
   std::vector<std::int32_t> scratch, sel;
   for (std::size_t h = 0; h < c.head_ids.size(); ++h) {

@@ -35,7 +35,9 @@ void svg_fill_head(PackedMask& m, std::int64_t head, std::int64_t n_q, std::int6
 void svg_model(const CaseContext& c, double density, PackedMask& m, HeadNotes& notes) {
   const LatentGrid& g = c.q->grid;
   const std::int64_t n = c.q->seq_len, frame = std::int64_t(g.h) * g.w;
-  const std::int64_t band = svg_band_tokens(n, frame, density, 0, false);
+  // `density` is the case's total target: the band gets what the first-frame sink leaves.
+  const double sink_share = double(frame) / double(n);
+  const std::int64_t band = svg_band_tokens(n, frame, std::max(0.01, density - sink_share), 0, false);
   for (std::size_t h = 0; h < c.head_ids.size(); ++h) {
     svg_fill_head(m, std::int64_t(h), n, c.kv->seq_len, c.q->block, c.kv->block, band, false, frame);
     const FieldKey key{c.request_seed, c.layer, c.layers, c.step, c.steps, c.head_ids[h]};

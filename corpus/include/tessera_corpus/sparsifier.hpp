@@ -34,7 +34,7 @@ void vsa_model(const CaseContext& c, double sparsity, PackedMask& m, HeadNotes& 
 void longcat_model(const CaseContext& c, double sparsity, PackedMask& m, HeadNotes& notes);
 
 /// SpargeAttn model: per head a cdf threshold in [0.95, 0.995] (the tuned CogVideoX range, section 3.3) and a
-/// head density target = mean_density * lognormal(0, 0.35) / E[.]; the softmax sharpness of the field is
+/// head density target = mean_density * lognormal(0, 0.25) / E[.]; the softmax sharpness of the field is
 /// calibrated to that target; rows keep the smallest prefix of kv blocks by probability that reaches the
 /// threshold (>= 1); "non-self-similar" blocks (0.3 % of blocks per head) force their query row dense and their
 /// kv column on. mask_corpus.md 2.6.

@@ -22,7 +22,8 @@ std::int64_t svg_band_tokens(std::int64_t n, std::int64_t frame, double d, std::
 void svg_fill_head(PackedMask& m, std::int64_t head, std::int64_t n_q, std::int64_t n_kv, int block_q, int block_kv,
                    std::int64_t band, bool strict, std::int64_t sink_tokens);
 
-/// SVG case on a raster layout: band from density d, Wan-style (non-strict, first-frame sink); per-head layout
+/// SVG case on a raster layout: band from density d - frame / N (the first-frame sink takes frame / N of the
+/// target `density`), Wan-style (non-strict, first-frame sink); per-head layout
 /// spatial/temporal from the score field's head type (temporal-wide heads take the token-major layout).
 void svg_model(const CaseContext& c, double density, PackedMask& m, HeadNotes& notes);
 
