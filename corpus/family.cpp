@@ -22,8 +22,8 @@ constexpr const char* kWan480 = "wan2.1-14b-480p";
 constexpr const char* kWan5b = "wan2.2-ti2v-5b-704p";
 constexpr const char* kHv720 = "hunyuanvideo-720p";
 constexpr const char* kHv15_480 = "hunyuanvideo1.5-480p";
-constexpr std::int64_t kCaseByteBudget = 160 * 1024;  // heads per case = budget / packed bytes per head
-constexpr int kMaxHeads = 8;
+constexpr std::int64_t kCaseByteBudget = 96 * 1024;  // heads per case = budget / packed bytes per head
+constexpr int kMaxHeads = 4;
 
 // Real STA family layout: native B=384 at `layers` x sparse steps (+ dense step-0 cases), re-expressed at 128/64.
 struct StaPlan {
