@@ -55,7 +55,7 @@ StaPlan sta_plan(bool small) {
 struct SourcePlan {
   int chunks, steps_per_chunk, layers_per_chunk;
 };
-SourcePlan source_plan(bool small) { return small ? SourcePlan{2, 2, 1} : SourcePlan{8, 7, 2}; }
+SourcePlan source_plan(bool small) { return small ? SourcePlan{2, 2, 2} : SourcePlan{8, 7, 2}; }
 
 std::shared_ptr<const StaTable> sta_table(const CorpusOptions& opt) {
   static std::mutex mu;
