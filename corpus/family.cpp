@@ -89,7 +89,10 @@ std::string split_of(int chunk) { return chunk % 2 == 0 ? "profiling" : "evaluat
 
 std::string join_heads(const std::vector<int>& ids) {
   std::string s;
-  for (std::size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(ids[i]);
+  }
   return s;
 }
 
