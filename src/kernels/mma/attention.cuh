@@ -47,11 +47,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) attention_kern
   constexpr bool kPacked = V == KvVariant::kPacked;
   constexpr bool kMembership = V != KvVariant::kSpan;
   constexpr int S = Cfg::S;
+  constexpr int SV = Cfg::kVBuffers;
   extern __shared__ __align__(128) unsigned char smem[];
   const std::uint32_t sq = ptx::smem_addr(smem);
   const std::uint32_t sk0 = sq + Cfg::kQBytes;
-  const std::uint32_t sv = sk0 + S * Cfg::kKvBytes;
-  int* slot_blk = reinterpret_cast<int*>(smem + Cfg::kQBytes + (S + 1) * Cfg::kKvBytes);
+  const std::uint32_t sv0 = sk0 + S * Cfg::kKvBytes;
+  int* slot_blk = reinterpret_cast<int*>(smem + Cfg::kQBytes + (S + SV) * Cfg::kKvBytes);
   int* slot_cnt = slot_blk + S * Cfg::kMaxSlots;
 
   const WorkItem it = p.meta.items[blockIdx.x];
@@ -81,6 +82,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) attention_kern
       const KvTileSource src = kv_source<Cfg, kPacked>(p, it.entry_begin + j, slot_blk + j * Cfg::kMaxSlots,
                                                        slot_cnt + j * Cfg::kMaxSlots);
       load_kv_rows<Cfg, kPacked>(sk0 + j * Cfg::kKvBytes, kb, p.k_stride_n, src, p, log2_bkv);
+      if constexpr (SV > 1) load_kv_rows<Cfg, kPacked>(sv0 + j * Cfg::kKvBytes, vb, p.v_stride_n, src, p, log2_bkv);
     }
     ptx::cp_async_commit();
   }
@@ -99,14 +101,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) attention_kern
   for (int j = 0; j < n_entries; ++j) {
     const int e = it.entry_begin + j;
     const int b = j % S;
-    // K(j) has landed (groups committed after it: K(j+1) .. K(j+S-2)); the barrier also retires PV(j-1)'s
-    // reads of the V buffer and QK(j-1)'s reads of K buffer (j-1) % S.
+    // K(j) (with V(j) when SV > 1) has landed: every group but the S - 2 newest is complete; the barrier also
+    // retires PV(j-1)'s reads of its V buffer and QK(j-1)'s reads of K buffer (j-1) % S.
     ptx::cp_async_wait<(S >= 2 ? S - 2 : 0)>();
     __syncthreads();
-    {
+    if constexpr (SV == 1) {
       KvTileSource src{0, slot_blk + b * Cfg::kMaxSlots};  // packed: the slot blocks recorded with K(j)
       if constexpr (!kPacked) src.kv0 = __ldg(p.meta.kv_tile + e) * Cfg::TKV;
-      load_kv_rows<Cfg, kPacked>(sv, vb, p.v_stride_n, src, p, log2_bkv);
+      load_kv_rows<Cfg, kPacked>(sv0, vb, p.v_stride_n, src, p, log2_bkv);
       ptx::cp_async_commit();
     }
     if constexpr (S >= 2) {
@@ -116,6 +118,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) attention_kern
         const KvTileSource src = kv_source<Cfg, kPacked>(p, it.entry_begin + jn, slot_blk + bn * Cfg::kMaxSlots,
                                                          slot_cnt + bn * Cfg::kMaxSlots);
         load_kv_rows<Cfg, kPacked>(sk0 + bn * Cfg::kKvBytes, kb, p.k_stride_n, src, p, log2_bkv);
+        if constexpr (SV > 1) load_kv_rows<Cfg, kPacked>(sv0 + bn * Cfg::kKvBytes, vb, p.v_stride_n, src, p, log2_bkv);
       }
       ptx::cp_async_commit();
     }
@@ -147,9 +150,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) attention_kern
 
     online_softmax<Cfg>(s, o, st, scale_log2);
 
-    // V(j) has landed (only K(j+S-1) may still be in flight); the barrier also retires QK(j)'s reads of K.
-    ptx::cp_async_wait<(S >= 2 ? 1 : 0)>();
-    __syncthreads();
+    if constexpr (SV == 1) {
+      // V(j) has landed (only K(j+S-1) may still be in flight); the barrier also retires QK(j)'s reads of K.
+      ptx::cp_async_wait<(S >= 2 ? 1 : 0)>();
+      __syncthreads();
+    }
     if constexpr (S == 1) {
       if (j + 1 < n_entries) {
         const KvTileSource src = kv_source<Cfg, kPacked>(p, e + 1, slot_blk, slot_cnt);
@@ -157,7 +162,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) attention_kern
       }
       ptx::cp_async_commit();
     }
-    pv_accumulate<Cfg>(o, s, sv, col0, lane);
+    pv_accumulate<Cfg>(o, s, sv0 + (SV > 1 ? b : 0) * Cfg::kKvBytes, col0, lane);
   }
   ptx::cp_async_wait<0>();
 

@@ -7,9 +7,12 @@
 // column slice for the whole work item; the WKV states are merged through shared memory in the epilogue
 // (an intra-CTA split-KV), so one K/V tile buffer feeds all warps.
 //
-// Pipeline (FA2's schedule). S K buffers, one V buffer: in iteration j the CTA waits for K(j), issues V(j)
-// (and K(j+S-1) when S >= 2), computes S = QK^T and the softmax while V(j) lands, waits for V(j), issues K(j+1)
-// (S == 1) and computes PV. Shared memory: Q + S K tiles + 1 V tile.
+// Pipeline. Tiles of T_Q < 64 rows (and S == 1) use FA2's schedule: S K buffers, one V buffer; in iteration j
+// the CTA waits for K(j), issues V(j) (and K(j+S-1) when S >= 2), computes S = QK^T and the softmax while V(j)
+// lands, waits for V(j), issues K(j+1) (S == 1) and computes PV. Shared memory: Q + S K tiles + 1 V tile.
+// Tiles of T_Q >= 64 with S >= 2 keep S buffers of K and V each, loaded together S - 1 tiles ahead (measured
+// faster there on the H200: their occupancy is register-bound, so the shorter V lead of FA2's schedule is exposed;
+// bench/NOTES.md).
 #include <cstddef>
 
 namespace tessera::kernels::mma {
@@ -32,8 +35,10 @@ struct Config {
   static constexpr int kMaxSlots = 8;           // packed KV slots (c_kv <= 8)
   static constexpr std::size_t kQBytes = std::size_t(TQ) * D * 2;
   static constexpr std::size_t kKvBytes = std::size_t(TKV) * D * 2;
-  // Main loop: Q | K[S] | V | per-K-buffer slot blocks (int[S][8]) | slot counts (int[S][8])
-  static constexpr std::size_t kLoopSmem = kQBytes + (S + 1) * kKvBytes + 2 * S * kMaxSlots * sizeof(int);
+  static constexpr int kVBuffers = (S >= 2 && TQ >= 64) ? S : 1;  // V buffers (1: FA2's schedule)
+  // Main loop: Q | K[S] | V[kVBuffers] | per-K-buffer slot blocks (int[S][8]) | slot counts (int[S][8])
+  static constexpr std::size_t kLoopSmem =
+      kQBytes + (S + kVBuffers) * kKvBytes + 2 * S * kMaxSlots * sizeof(int);
   // Epilogue merge of the WKV warp states (WKV > 1): O fp32 [WKV][TQ][D + 8] | m [WKV][TQ] | l [WKV][TQ]
   static constexpr int kMergeStride = D + 8;
   static constexpr std::size_t kMergeSmem =
