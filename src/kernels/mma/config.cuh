@@ -10,9 +10,8 @@
 // Pipeline. Tiles of T_Q < 64 rows (and S == 1) use FA2's schedule: S K buffers, one V buffer; in iteration j
 // the CTA waits for K(j), issues V(j) (and K(j+S-1) when S >= 2), computes S = QK^T and the softmax while V(j)
 // lands, waits for V(j), issues K(j+1) (S == 1) and computes PV. Shared memory: Q + S K tiles + 1 V tile.
-// Tiles of T_Q >= 64 with S >= 2 keep S buffers of K and V each, loaded together S - 1 tiles ahead (measured
-// faster there on the H200: their occupancy is register-bound, so the shorter V lead of FA2's schedule is exposed;
-// bench/NOTES.md).
+// Tiles of T_Q >= 64 with S >= 2 keep S buffers of K and V each, loaded together S - 1 tiles ahead (the first
+// version's schedule; FA2's schedule measured 4-9% slower on these register-bound tiles, bench/NOTES.md).
 #include <cstddef>
 
 namespace tessera::kernels::mma {
