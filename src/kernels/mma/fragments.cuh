@@ -8,10 +8,11 @@
 
 namespace tessera::kernels::mma {
 
-/// S = Q K^T for this warp's MT row slabs (rows row0 + 16m ..) and the whole TKV tile. S is zeroed first.
+/// S = Q K^T for this warp's MT row slabs (rows row0 + 16m ..) and its kv columns col0 .. col0 + 8 NT.
+/// S is zeroed first.
 template <class Cfg>
 __device__ __forceinline__ void qk_scores(float (&s)[Cfg::MT][Cfg::NT][4], std::uint32_t sq, std::uint32_t sk,
-                                          int row0, int lane) {
+                                          int row0, int col0, int lane) {
   using T = typename Cfg::Elem;
 #pragma unroll
   for (int m = 0; m < Cfg::MT; ++m)
@@ -29,7 +30,7 @@ __device__ __forceinline__ void qk_scores(float (&s)[Cfg::MT][Cfg::NT][4], std::
 #pragma unroll
     for (int np = 0; np < Cfg::NT / 2; ++np) {
       std::uint32_t b[4];
-      ptx::ldmatrix_x4(b, sk + ptx::swizzle_offset<Cfg::kChunks>(np * 16 + (mat >> 1) * 8 + (lane & 7), ks * 2 + (mat & 1)));
+      ptx::ldmatrix_x4(b, sk + ptx::swizzle_offset<Cfg::kChunks>(col0 + np * 16 + (mat >> 1) * 8 + (lane & 7), ks * 2 + (mat & 1)));
       const std::uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
 #pragma unroll
       for (int m = 0; m < Cfg::MT; ++m) {
@@ -40,14 +41,15 @@ __device__ __forceinline__ void qk_scores(float (&s)[Cfg::MT][Cfg::NT][4], std::
   }
 }
 
-/// O += P V with P = S (already exponentiated) converted to 16-bit A fragments in registers.
+/// O += P V with P = S (already exponentiated) converted to 16-bit A fragments in registers; V rows
+/// col0 .. col0 + 8 NT (the warp's kv columns).
 template <class Cfg>
 __device__ __forceinline__ void pv_accumulate(float (&o)[Cfg::MT][Cfg::DT][4], const float (&s)[Cfg::MT][Cfg::NT][4],
-                                              std::uint32_t sv, int lane) {
+                                              std::uint32_t sv, int col0, int lane) {
   using T = typename Cfg::Elem;
   const int mat = lane >> 3;
 #pragma unroll
-  for (int kk = 0; kk < Cfg::TKV / 16; ++kk) {
+  for (int kk = 0; kk < Cfg::NT / 2; ++kk) {
     std::uint32_t a[Cfg::MT][4];
 #pragma unroll
     for (int m = 0; m < Cfg::MT; ++m) {
@@ -59,7 +61,7 @@ __device__ __forceinline__ void pv_accumulate(float (&o)[Cfg::MT][Cfg::DT][4], c
 #pragma unroll
     for (int dp = 0; dp < Cfg::DT / 2; ++dp) {
       std::uint32_t b[4];
-      ptx::ldmatrix_x4_trans(b, sv + ptx::swizzle_offset<Cfg::kChunks>(kk * 16 + (mat & 1) * 8 + (lane & 7), dp * 2 + (mat >> 1)));
+      ptx::ldmatrix_x4_trans(b, sv + ptx::swizzle_offset<Cfg::kChunks>(col0 + kk * 16 + (mat & 1) * 8 + (lane & 7), dp * 2 + (mat >> 1)));
       const std::uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
 #pragma unroll
       for (int m = 0; m < Cfg::MT; ++m) {

@@ -1,5 +1,5 @@
 #pragma once
-// Global -> shared loads of the Q tile and of one K/V tile (span or packed), by cp.async with zero-fill into
+// Global -> shared loads of the Q tile and of one K or V tile (span or packed), by cp.async with zero-fill into
 // swizzled shared memory. Rows that do not exist (past N, empty packed slots) are zero-filled so that
 // P (= 0) * V never meets garbage.
 #include "kernels/launch.hpp"
@@ -21,46 +21,52 @@ __device__ __forceinline__ void load_q(std::uint32_t sq, const AttentionParams& 
   }
 }
 
-/// Token of row r of a span tile starting at kv0; -1 when past N_kv.
-__device__ __forceinline__ int span_token(int kv0, int r, int n_kv) {
-  const int t = kv0 + r;
-  return t < n_kv ? t : -1;
+/// Where the rows of one KV tile come from: a span start token, or the packed slots' logical blocks.
+struct KvTileSource {
+  int kv0;          ///< span: first token of the tile
+  const int* gather;  ///< packed: the slots' logical blocks (global gather_blocks + e * c_kv, or the shared copy)
+};
+
+/// Source of entry e. Packed, with slot_blk non-null: thread j < 8 also records slot j's logical block and
+/// valid-token count in slot_blk/slot_cnt (int[8], shared memory; read after the next __syncthreads).
+template <class Cfg, bool kPacked>
+__device__ __forceinline__ KvTileSource kv_source(const AttentionParams& p, std::int64_t e, int* slot_blk,
+                                                  int* slot_cnt) {
+  KvTileSource src{0, nullptr};
+  if constexpr (kPacked) {
+    const int c_kv = p.meta.c_kv_gather;
+    src.gather = p.meta.gather_blocks + e * c_kv;
+    if (slot_blk != nullptr && threadIdx.x < Cfg::kMaxSlots) {
+      const int j = threadIdx.x;
+      const int blk = j < c_kv ? __ldg(src.gather + j) : -1;
+      slot_blk[j] = blk;
+      slot_cnt[j] = blk < 0 ? 0 : max(0, min(p.block_kv, p.n_kv - blk * p.block_kv));
+    }
+  } else {
+    src.kv0 = __ldg(p.meta.kv_tile + e) * Cfg::TKV;
+  }
+  return src;
 }
 
-/// K and V rows of entry e into stage buffers sk, sv. Packed: also records the slot blocks and valid-token
-/// counts of the tile in slot_blk/slot_cnt (int[8] each, shared memory).
+/// The T_KV rows of one K or V tile (base: K or V of the (batch, kv head), row stride `stride`) into the
+/// swizzled shared buffer `dst`. log2_bkv: log2(B_KV) (packed tiles have c_kv * B_KV == T_KV, a power of two).
 template <class Cfg, bool kPacked>
-__device__ __forceinline__ void load_kv(std::uint32_t sk, std::uint32_t sv, int* slot_blk, int* slot_cnt,
-                                        const AttentionParams& p, const WorkItem& it, int kv_head, int e) {
-  using T = typename Cfg::Elem;
-  const T* kb = static_cast<const T*>(p.k) + it.batch * p.k_stride_b + kv_head * p.k_stride_h;
-  const T* vb = static_cast<const T*>(p.v) + it.batch * p.v_stride_b + kv_head * p.v_stride_h;
-  const int c_kv = p.meta.c_kv_gather;
-  const int* gather = kPacked ? p.meta.gather_blocks + std::int64_t(e) * c_kv : nullptr;
-  const int kv0 = kPacked ? 0 : __ldg(p.meta.kv_tile + e) * Cfg::TKV;
-  if (kPacked && threadIdx.x < Cfg::kMaxSlots) {
-    const int j = threadIdx.x;
-    const int blk = j < c_kv ? __ldg(gather + j) : -1;
-    slot_blk[j] = blk;
-    slot_cnt[j] = blk < 0 ? 0 : max(0, min(p.block_kv, p.n_kv - blk * p.block_kv));
-  }
+__device__ __forceinline__ void load_kv_rows(std::uint32_t dst, const typename Cfg::Elem* base, std::int64_t stride,
+                                             const KvTileSource& src, const AttentionParams& p, int log2_bkv) {
+#pragma unroll 2
   for (int i = threadIdx.x; i < Cfg::TKV * Cfg::kChunks; i += Cfg::kThreads) {
     const int r = i / Cfg::kChunks, c = i % Cfg::kChunks;
     int tok;
     if constexpr (kPacked) {
-      const int slot = r / p.block_kv, within = r - slot * p.block_kv;
-      const int blk = __ldg(gather + slot);
+      const int slot = r >> log2_bkv, within = r - (slot << log2_bkv);
+      const int blk = src.gather[slot];
       tok = blk < 0 ? -1 : blk * p.block_kv + within;
-      if (tok >= p.n_kv) tok = -1;
     } else {
-      tok = span_token(kv0, r, p.n_kv);
+      tok = src.kv0 + r;
     }
-    const bool ok = tok >= 0;
-    const T* ks = ok ? kb + std::int64_t(tok) * p.k_stride_n + c * 8 : kb;
-    const T* vs = ok ? vb + std::int64_t(tok) * p.v_stride_n + c * 8 : vb;
-    const std::uint32_t off = ptx::swizzle_offset<Cfg::kChunks>(r, c);
-    ptx::cp_async_16_zfill(sk + off, ks, ok);
-    ptx::cp_async_16_zfill(sv + off, vs, ok);
+    const bool ok = tok >= 0 && tok < p.n_kv;
+    const typename Cfg::Elem* s = ok ? base + std::int64_t(tok) * stride + c * 8 : base;
+    ptx::cp_async_16_zfill(dst + ptx::swizzle_offset<Cfg::kChunks>(r, c), s, ok);
   }
 }
 
