@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
+#include <cstdio>
+#include <string>
 
 namespace tessera {
 
@@ -35,6 +38,30 @@ const CatalogEntry* find_plan_entry(const Plan& p, std::span<const CatalogEntry>
       return &e;
   }
   return nullptr;
+}
+
+std::string_view catalog_version() {
+  static const std::string version = [] {
+    std::uint64_t h = 1469598103934665603ull;
+    auto mix = [&h](std::string_view text) {
+      for (unsigned char c : text) {
+        h ^= c;
+        h *= 1099511628211ull;
+      }
+      h ^= 0xff;  // field separator
+      h *= 1099511628211ull;
+    };
+    for (const auto& e : kCatalog) {
+      mix(e.name);
+      mix(std::to_string(static_cast<int>(e.family)) + "," + std::to_string(static_cast<int>(e.dtype)) + "," +
+          std::to_string(e.head_dim) + "," + std::to_string(e.tile_q) + "," + std::to_string(e.tile_kv) + "," +
+          std::to_string(e.warps) + "," + std::to_string(e.stages));
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "cat-%016llx", static_cast<unsigned long long>(h));
+    return std::string(buf);
+  }();
+  return version;
 }
 
 std::span<const Arch> family_architectures(KernelFamily family) noexcept {

@@ -21,6 +21,10 @@ const CatalogEntry* find_plan_entry(const Plan& plan, std::span<const CatalogEnt
 /// Architectures a kernel family is built for: Mma -> sm80, sm86, sm89, sm90a, sm120; Wgmma -> sm90a.
 std::span<const Arch> family_architectures(KernelFamily family) noexcept;
 
+/// Version of the catalog spec: "cat-" + 16 hex digits of an FNV-1a hash over every entry's fields. A plan
+/// table profiled against another catalog is rejected (its plan ids may name kernels that changed).
+std::string_view catalog_version();
+
 /// Whether `family` targets `arch`.
 bool family_targets(KernelFamily family, Arch arch) noexcept;
 

@@ -61,13 +61,17 @@ void check_mapping(const DimMapping& m, int block, const std::string& dim) {
     if (m.factor != 1) bad_plan(dim + ".factor", fmt::format("Direct mapping needs factor 1, got {}", m.factor));
     return;
   }
-  if (m.factor != 2 && m.factor != 4 && m.factor != 8)
-    bad_plan(dim + ".factor", fmt::format("mapping factor must be 2, 4 or 8, got {}", m.factor));
   if (m.kind == MappingKind::kRefine) {
+    // 3 and 6 let 384-token blocks (STA on HunyuanVideo) run on 128- and 64-token tiles (DESIGN.md section 3).
+    if (m.factor != 2 && m.factor != 3 && m.factor != 4 && m.factor != 6 && m.factor != 8)
+      bad_plan(dim + ".factor", fmt::format("Refined factor must be 2, 3, 4, 6 or 8, got {}", m.factor));
     if (block % m.factor != 0 || (block / m.factor) % 16 != 0)
       bad_plan(dim + ".factor", fmt::format("Refined by {} needs B % {} == 0 and B/{} a multiple of 16 (B = {})",
                                             m.factor, m.factor, m.factor, block));
+    return;
   }
+  if (m.factor != 2 && m.factor != 4 && m.factor != 8)
+    bad_plan(dim + ".factor", fmt::format("Coarsened factor must be 2, 4 or 8, got {}", m.factor));
 }
 
 }  // namespace

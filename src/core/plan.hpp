@@ -13,7 +13,7 @@
 //           d    Direct            T = B
 //           c<N> Coarsened span    T = N * B, N in {2, 4, 8}, membership bitmasks
 //           p<N> Coarsened packed  KV only: a tile gathers N active kv blocks (T = N * B), N in {2, 4, 8}
-//           r<N> Refined           T = B / N, N in {2, 4, 8}
+//           r<N> Refined           T = B / N, N in {2, 3, 4, 6, 8} (3, 6: 384-token STA blocks on 128/64 tiles)
 //   g<G>[p] grouping: G query-tile work items per CTA (1..64); suffix 'p' = persistent CTAs pulling the work
 //           list in longest-first order
 //   t<trav> kv traversal order inside a tile row: asc | desc | run (run-major: runs of consecutive kv tiles,

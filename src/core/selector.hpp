@@ -1,0 +1,69 @@
+#pragma once
+// Online plan selection (DESIGN.md section 6, online steps 1-2): request key + features -> regime -> the first
+// eligible plan of its ranking; a miss falls back to the key's base plan; a key never profiled falls back to the
+// documented default plan (docs/selection.md). Pure host logic: no GPU, no global state.
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/catalog_entry.hpp"
+#include "core/eligibility.hpp"
+#include "core/features.hpp"
+#include "core/plan.hpp"
+#include "core/plan_table.hpp"
+
+namespace tessera {
+
+/// Where a selected plan came from.
+enum class SelectionSource : std::uint8_t {
+  kTable,    ///< the first eligible plan of the regime's ranking
+  kBase,     ///< the key's base plan (every ranked plan before it was ineligible)
+  kDefault,  ///< the documented default plan: the key has no profiled tree (or no table is loaded)
+};
+
+/// "table", "base", "default".
+const char* selection_source_name(SelectionSource s) noexcept;
+
+/// The outcome of select().
+struct Selection {
+  Plan plan;
+  std::string plan_id;
+  SelectionSource source = SelectionSource::kDefault;
+  std::string regime;  ///< "<key>/leaf<N>" for table and base selections, "<key>/default" otherwise
+  int ranks_skipped = 0;  ///< ranked plans found ineligible before the chosen one
+};
+
+/// Which plans enumerate_plans() produces.
+struct CandidateOptions {
+  std::vector<int> splits{1};                         ///< split-KV partitions to try
+  std::vector<Traversal> traversals{Traversal::kAscending};
+  bool include_refined = true;
+  bool include_coarsened = true;
+  bool include_packed = true;
+};
+
+/// The key of a request, as used by plan tables.
+RequestKey request_key(const EligibilityRequest& request);
+
+/// Every plan over `entries` (the kernels available) that is eligible for `request`, in a deterministic order:
+/// mapping pairs (q: d, r2, r4, r8, c2, c4, c8; kv: d, r2, r4, r8, c2, c4, c8, p2, p4, p8), then entries in
+/// catalog order, then splits, then traversals. Grouping is 1 and CTAs are not persistent (the Mma kernels run
+/// one CTA per work item).
+std::vector<Plan> enumerate_plans(std::span<const CatalogEntry> entries, const EligibilityRequest& request,
+                                  const CandidateOptions& options = {});
+
+/// The documented default plan for `request` (docs/selection.md): among the eligible split-1 ascending plans,
+/// the one whose mappings rank best in the order Direct < Refined < Coarsened span < packed (summed over the two
+/// dimensions), ties broken by the larger physical tile, then catalog order. nullopt when nothing is eligible.
+std::optional<Plan> default_plan(std::span<const CatalogEntry> entries, const EligibilityRequest& request);
+
+/// The Direct plan (T = B on both dimensions, split 1, ascending) of the first eligible entry, if any.
+std::optional<Plan> direct_plan(std::span<const CatalogEntry> entries, const EligibilityRequest& request);
+
+/// Selects a plan. `table` may be null (no artifact loaded). Throws Error(kUnsupported, "request") naming the
+/// key when no plan at all is eligible (no compiled kernel serves this dtype / head_dim / geometry).
+Selection select_plan(std::span<const CatalogEntry> entries, const PlanTable* table, const EligibilityRequest& request,
+                      const FeatureVector& features);
+
+}  // namespace tessera
