@@ -132,8 +132,11 @@ void run_case(const std::string& plan_id_str, const MaskCase& mc, int bq, int bk
     EXPECT_LE(testing::relative_l2(od.data(), ref.o.data(), o.numel()), 1e-12);
     for (std::int64_t i = 0; i < lse.numel(); ++i) {
       const double a = lse.get(i), b = ref.lse[i];
-      if (std::isinf(b)) ASSERT_TRUE(std::isinf(a) && a < 0);
-      else ASSERT_LE(std::abs(a - b), 1e-12 * std::max(1.0, std::abs(b)));
+      if (std::isinf(b)) {
+        ASSERT_TRUE(std::isinf(a) && a < 0);
+      } else {
+        ASSERT_LE(std::abs(a - b), 1e-12 * std::max(1.0, std::abs(b)));
+      }
     }
   }
   if (mc.name == "empty") {
