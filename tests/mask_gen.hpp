@@ -29,8 +29,11 @@ inline std::vector<std::uint8_t> random_mask_bits(const MaskShape& s, MaskPatter
   std::vector<std::uint8_t> bits(static_cast<std::size_t>(s.total_blocks()), 0);
   std::uniform_real_distribution<double> u(0.0, 1.0);
   switch (p) {
-    case MaskPattern::kEmpty: break;
-    case MaskPattern::kFull: std::fill(bits.begin(), bits.end(), 1); break;
+    case MaskPattern::kEmpty:
+      break;
+    case MaskPattern::kFull:
+      std::fill(bits.begin(), bits.end(), 1);
+      break;
     case MaskPattern::kSingle:
       if (!bits.empty()) bits[std::uniform_int_distribution<std::size_t>(0, bits.size() - 1)(g)] = 1;
       break;
@@ -73,9 +76,12 @@ struct HostMaskTensors {
   /// The views of slot 0 and 1 in `mask` (dense: dense/-; CSR: row_offsets/col_indices; lists: counts/indices).
   TensorView* slot(int i) {
     switch (mask.format) {
-      case MaskFormat::kDense: return i == 0 ? &mask.dense : nullptr;
-      case MaskFormat::kBlockCsr: return i == 0 ? &mask.row_offsets : &mask.col_indices;
-      case MaskFormat::kIndexLists: return i == 0 ? &mask.counts : &mask.indices;
+      case MaskFormat::kDense:
+        return i == 0 ? &mask.dense : nullptr;
+      case MaskFormat::kBlockCsr:
+        return i == 0 ? &mask.row_offsets : &mask.col_indices;
+      case MaskFormat::kIndexLists:
+        return i == 0 ? &mask.counts : &mask.indices;
     }
     return nullptr;
   }
@@ -92,9 +98,9 @@ inline TensorView host_i32_view(std::vector<unsigned char>& buf, std::initialize
 /// Dense encoding. `dtype` bool or u8; with `nonbinary` set, active bytes are random in [1, 255] (u8 only);
 /// `pad` extra bytes after each row, `offset` bytes before the first element and a kv stride `kv_stride` (> 1:
 /// interleaved garbage bytes) exercise strides and alignment.
-inline HostMaskTensors encode_dense(const MaskShape& s, const std::vector<std::uint8_t>& bits, DType dtype = DType::kUInt8,
-                                    std::mt19937_64* nonbinary = nullptr, std::int64_t pad = 0, std::int64_t offset = 0,
-                                    std::int64_t kv_stride = 1) {
+inline HostMaskTensors encode_dense(const MaskShape& s, const std::vector<std::uint8_t>& bits,
+                                    DType dtype = DType::kUInt8, std::mt19937_64* nonbinary = nullptr,
+                                    std::int64_t pad = 0, std::int64_t offset = 0, std::int64_t kv_stride = 1) {
   HostMaskTensors t;
   const std::int64_t row_stride = s.n_kvb * kv_stride + pad;
   t.buf[0].assign(static_cast<std::size_t>(offset + s.rows() * row_stride + 1), 0xEE);  // padding bytes are garbage
@@ -162,8 +168,8 @@ inline HostMaskTensors encode_index_lists(const MaskShape& s, const std::vector<
 }
 
 /// The expected canonical block-CSR of a bit array (row_offsets, col_indices).
-inline std::pair<std::vector<std::int32_t>, std::vector<std::int32_t>> expected_csr(const MaskShape& s,
-                                                                                  const std::vector<std::uint8_t>& bits) {
+inline std::pair<std::vector<std::int32_t>, std::vector<std::int32_t>> expected_csr(
+    const MaskShape& s, const std::vector<std::uint8_t>& bits) {
   std::vector<std::int32_t> off(1, 0), col;
   for (std::int64_t r = 0; r < s.rows(); ++r) {
     for (std::int64_t j = 0; j < s.n_kvb; ++j) {

@@ -48,7 +48,7 @@ struct ValidateOptions {
   /// raise kUnsupported, "not yet supported").
   bool allow_reference_dtypes = false;
   /// Check mask contents (index ranges, sortedness, duplicates) for masks in CPU memory. Masks in GPU memory
-  /// are checked on the device by validate_mask_on_device() (src/cuda) and reported back.
+  /// are checked on the device by build_mask_state_gpu() and reported back (same errors as the host check).
   bool check_host_mask_contents = true;
 };
 

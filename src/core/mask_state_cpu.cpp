@@ -82,7 +82,8 @@ void build_from_index_lists(const BlockMask& m, HostMaskState& s) {
 
 MaskCounters count_mask_csr(std::int64_t rows, const std::int32_t* row_offsets, const std::int32_t* col_indices) {
   MaskCounters c;
-  for (std::int64_t r = 0; r < rows; ++r) count_row(col_indices + row_offsets[r], row_offsets[r + 1] - row_offsets[r], c);
+  for (std::int64_t r = 0; r < rows; ++r)
+    count_row(col_indices + row_offsets[r], row_offsets[r + 1] - row_offsets[r], c);
   return c;
 }
 
@@ -96,9 +97,15 @@ HostMaskState build_mask_state_cpu(const BlockMask& mask) {
   s.shape = detail::mask_shape(mask);
   s.row_offsets.assign(static_cast<std::size_t>(mask.rows() + 1), 0);
   switch (mask.format) {
-    case MaskFormat::kDense: build_from_dense(mask, s); break;
-    case MaskFormat::kBlockCsr: build_from_csr(mask, s); break;
-    case MaskFormat::kIndexLists: build_from_index_lists(mask, s); break;
+    case MaskFormat::kDense:
+      build_from_dense(mask, s);
+      break;
+    case MaskFormat::kBlockCsr:
+      build_from_csr(mask, s);
+      break;
+    case MaskFormat::kIndexLists:
+      build_from_index_lists(mask, s);
+      break;
   }
   s.stats = derive_mask_stats(s.shape, count_mask_csr(mask.rows(), s.row_offsets.data(), s.col_indices.data()));
   return s;

@@ -7,7 +7,10 @@ namespace tessera::detail {
 
 std::string shape_string(const std::int64_t* shape, int rank) {
   std::string s = "[";
-  for (int i = 0; i < rank; ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  for (int i = 0; i < rank; ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
   return s + "]";
 }
 

@@ -76,15 +76,17 @@ void check_dtypes(const AttentionRequest& r, const ValidateOptions& options) {
   const DType t = r.q.dtype;
   if (is_reference_dtype(t)) {
     if (!options.allow_reference_dtypes) {
-      throw Error(ErrorCode::kUnsupported, "q",
-                  fmt::format("dtype {} is accepted by the reference paths only (kernels take bf16 or f16)",
-                              dtype_name(t)));
+      throw Error(
+          ErrorCode::kUnsupported, "q",
+          fmt::format("dtype {} is accepted by the reference paths only (kernels take bf16 or f16)", dtype_name(t)));
     }
   } else if (!is_attention_dtype(t)) {
     fail("q", fmt::format("dtype must be bf16 or f16, got {}", dtype_name(t)));
   }
-  if (r.k.dtype != t) fail("k", fmt::format("dtype {} differs from q's dtype {}", dtype_name(r.k.dtype), dtype_name(t)));
-  if (r.v.dtype != t) fail("v", fmt::format("dtype {} differs from q's dtype {}", dtype_name(r.v.dtype), dtype_name(t)));
+  if (r.k.dtype != t)
+    fail("k", fmt::format("dtype {} differs from q's dtype {}", dtype_name(r.k.dtype), dtype_name(t)));
+  if (r.v.dtype != t)
+    fail("v", fmt::format("dtype {} differs from q's dtype {}", dtype_name(r.v.dtype), dtype_name(t)));
   const DType o = r.o.dtype;
   const bool o_ok = o == t || (options.allow_reference_dtypes && is_reference_dtype(o));
   if (!o_ok) {
@@ -120,8 +122,8 @@ void check_lse(const TensorView& lse, const ProblemShape& p, Device q_device) {
   }
   for (int d = 0; d < 3; ++d) {
     if (lse.shape[d] > 1 && lse.stride[d] <= 0) {
-      fail("lse.stride", fmt::format("stride[{}] = {} must be positive for a dimension of extent {}", d,
-                                     lse.stride[d], lse.shape[d]));
+      fail("lse.stride", fmt::format("stride[{}] = {} must be positive for a dimension of extent {}", d, lse.stride[d],
+                                     lse.shape[d]));
     }
   }
   check_same_device(lse, "lse", q_device);
@@ -133,8 +135,8 @@ void check_mask_against_request(const BlockMask& m, const ProblemShape& p, const
                                   g.block_q, p.n_qb));
   }
   if (m.n_kvb != p.n_kvb) {
-    fail("mask.n_kvb", fmt::format("n_kvb = {} does not match ceil(N_kv / B_KV) = ceil({} / {}) = {}", m.n_kvb,
-                                   p.n_kv, g.block_kv, p.n_kvb));
+    fail("mask.n_kvb", fmt::format("n_kvb = {} does not match ceil(N_kv / B_KV) = ceil({} / {}) = {}", m.n_kvb, p.n_kv,
+                                   g.block_kv, p.n_kvb));
   }
   if (m.batch != 1 && m.batch != p.batch) {
     fail("mask.batch", fmt::format("B_m = {} must be 1 (broadcast) or B = {}", m.batch, p.batch));
@@ -180,8 +182,8 @@ ProblemShape validate_request(const AttentionRequest& r, const ValidateOptions& 
     }
   }
   if (p.heads_q % p.heads_kv != 0) {
-    fail("k", fmt::format("H_q = {} is not a multiple of H_kv = {} (GQA needs H_q % H_kv == 0)", p.heads_q,
-                          p.heads_kv));
+    fail("k",
+         fmt::format("H_q = {} is not a multiple of H_kv = {} (GQA needs H_q % H_kv == 0)", p.heads_q, p.heads_kv));
   }
   for (int d = 0; d < 4; ++d) {
     if (r.o.shape[d] != r.q.shape[d]) {

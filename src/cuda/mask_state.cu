@@ -4,9 +4,8 @@
 // the mask being valid, pass 2 writes col_indices (sized exactly from the counters) and is left running.
 // Errors: the device records the smallest (kind, position) key; the host then replays the CPU content check on a
 // host copy of the mask's index arrays, so both paths raise the same Error with the same wording.
-#include <cub/device/device_scan.cuh>
-
 #include <algorithm>
+#include <cub/device/device_scan.cuh>
 #include <string>
 #include <vector>
 
@@ -63,8 +62,8 @@ std::size_t align_up(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign;
   auto fetch = [&](const TensorView& t, std::vector<std::int32_t>& v, TensorView& ht) {
     v.assign(static_cast<std::size_t>(std::max<std::int64_t>(t.numel(), 1)), 0);
     if (t.numel() > 0) {
-      TESSERA_CUDA_CHECK(cudaMemcpyAsync(v.data(), t.data, static_cast<std::size_t>(t.numel()) * 4,
-                                         cudaMemcpyDeviceToHost, s));
+      TESSERA_CUDA_CHECK(
+          cudaMemcpyAsync(v.data(), t.data, static_cast<std::size_t>(t.numel()) * 4, cudaMemcpyDeviceToHost, s));
     }
     ht.data = v.data();
     ht.device = Device::kCpu;
@@ -115,11 +114,13 @@ void build_mask_state_gpu(const BlockMask& mask, Stream stream, MaskStateWorkspa
   const std::size_t counts_bytes = align_up(static_cast<std::size_t>(rows + 1) * 4);
   const std::size_t bitmap_bytes =
       mask.format == MaskFormat::kDense
-          ? align_up(static_cast<std::size_t>(rows * detail::dense_words_per_row(mask.n_kvb)) * 4) : 0;
+          ? align_up(static_cast<std::size_t>(rows * detail::dense_words_per_row(mask.n_kvb)) * 4)
+          : 0;
   std::size_t scan_bytes = 0;
   if (mask.format != MaskFormat::kBlockCsr) {
     TESSERA_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<const std::int32_t*>(nullptr),
-                                                     static_cast<std::int32_t*>(nullptr), static_cast<int>(rows + 1), s));
+                                                     static_cast<std::int32_t*>(nullptr), static_cast<int>(rows + 1),
+                                                     s));
   }
   w.scratch.reserve(align_up(sizeof(DeviceCounters)) + counts_bytes + bitmap_bytes + align_up(scan_bytes));
   auto* base = w.scratch.as<unsigned char>();
@@ -136,7 +137,10 @@ void build_mask_state_gpu(const BlockMask& mask, Stream stream, MaskStateWorkspa
     case MaskFormat::kDense:
       dense = {static_cast<const unsigned char*>(mask.dense.data),
                {mask.dense.stride[0], mask.dense.stride[1], mask.dense.stride[2], mask.dense.stride[3]},
-               mask.heads, mask.n_qb, mask.n_kvb, rows};
+               mask.heads,
+               mask.n_qb,
+               mask.n_kvb,
+               rows};
       detail::launch_dense_count(dense, bitmap, row_count, counters, grid, s);
       break;
     case MaskFormat::kIndexLists:
@@ -151,8 +155,8 @@ void build_mask_state_gpu(const BlockMask& mask, Stream stream, MaskStateWorkspa
       break;
   }
   if (mask.format != MaskFormat::kBlockCsr) {
-    TESSERA_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, row_count, row_offsets,
-                                                     static_cast<int>(rows + 1), s));
+    TESSERA_CUDA_CHECK(
+        cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, row_count, row_offsets, static_cast<int>(rows + 1), s));
   }
   TESSERA_CUDA_CHECK(cudaMemcpyAsync(w.host_counters, counters, sizeof(DeviceCounters), cudaMemcpyDeviceToHost, s));
   TESSERA_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -175,7 +179,9 @@ void build_mask_state_gpu(const BlockMask& mask, Stream stream, MaskStateWorkspa
   auto* col_indices = out.col_indices.as<std::int32_t>();
 
   switch (mask.format) {
-    case MaskFormat::kDense: detail::launch_dense_emit(dense, bitmap, row_offsets, col_indices, grid, s); break;
+    case MaskFormat::kDense:
+      detail::launch_dense_emit(dense, bitmap, row_offsets, col_indices, grid, s);
+      break;
     case MaskFormat::kIndexLists:
       detail::launch_list_emit(lists, row_offsets, col_indices, grid, warps, smem, s);
       break;

@@ -84,19 +84,35 @@ const std::vector<Case>& invalid_cases() {
       {"q null", kDense, [](Fixture& f) { f.r.q.data = nullptr; }, kInv, "q", "null"},
       {"q rank 3", kDense, [](Fixture& f) { f.r.q.rank = 3; }, kInv, "q", "expected rank 4 [B, N, H, D], got rank 3"},
       {"k zero extent", kDense, [](Fixture& f) { f.r.k.shape[1] = 0; }, kInv, "k.shape", "extents must be positive"},
-      {"k batch", kDense, [](Fixture& f) { f.r.k.shape[0] = 3; f.r.v.shape[0] = 3; }, kInv, "k",
-       "batch B = 3 differs from q's B = 2"},
-      {"k head dim", kDense, [](Fixture& f) { f.r.k.shape[3] = 128; f.r.k.stride = {0, 0, 128, 1}; f.r.k.stride[1] = 256;
-                                              f.r.k.stride[0] = 256 * 130; f.r.v = f.r.k; },
+      {"k batch", kDense,
+       [](Fixture& f) {
+         f.r.k.shape[0] = 3;
+         f.r.v.shape[0] = 3;
+       },
+       kInv, "k", "batch B = 3 differs from q's B = 2"},
+      {"k head dim", kDense,
+       [](Fixture& f) {
+         f.r.k.shape[3] = 128;
+         f.r.k.stride = {0, 0, 128, 1};
+         f.r.k.stride[1] = 256;
+         f.r.k.stride[0] = 256 * 130;
+         f.r.v = f.r.k;
+       },
        kInv, "k", "head_dim D = 128 differs from q's D = 64"},
-      {"v shape", kDense, [](Fixture& f) { f.r.v.shape[1] = 129; }, kInv, "v", "differs from k's shape [2, 130, 2, 64]"},
-      {"gqa", kDense, [](Fixture& f) { f.r.k.shape[2] = 3; f.r.v.shape[2] = 3; }, kInv, "k",
-       "H_q = 4 is not a multiple of H_kv = 3"},
+      {"v shape", kDense, [](Fixture& f) { f.r.v.shape[1] = 129; }, kInv, "v",
+       "differs from k's shape [2, 130, 2, 64]"},
+      {"gqa", kDense,
+       [](Fixture& f) {
+         f.r.k.shape[2] = 3;
+         f.r.v.shape[2] = 3;
+       },
+       kInv, "k", "H_q = 4 is not a multiple of H_kv = 3"},
       {"o shape", kDense, [](Fixture& f) { f.r.o.shape[2] = 2; }, kInv, "o", "differs from q's shape"},
-      {"q dtype int", kDense, [](Fixture& f) { f.r.q.dtype = DType::kInt32; }, kInv, "q", "must be bf16 or f16, got i32"},
-      {"q fp32 no ref", kDense, [](Fixture& f) {
-         f.r.q.dtype = f.r.k.dtype = f.r.v.dtype = f.r.o.dtype = DType::kFloat32; },
-       E::kUnsupported, "q", "reference paths only"},
+      {"q dtype int", kDense, [](Fixture& f) { f.r.q.dtype = DType::kInt32; }, kInv, "q",
+       "must be bf16 or f16, got i32"},
+      {"q fp32 no ref", kDense,
+       [](Fixture& f) { f.r.q.dtype = f.r.k.dtype = f.r.v.dtype = f.r.o.dtype = DType::kFloat32; }, E::kUnsupported,
+       "q", "reference paths only"},
       {"k dtype", kDense, [](Fixture& f) { f.r.k.dtype = DType::kFloat16; }, kInv, "k",
        "dtype f16 differs from q's dtype bf16"},
       {"o dtype", kDense, [](Fixture& f) { f.r.o.dtype = DType::kFloat32; }, kInv, "o", "must equal q's dtype bf16"},
@@ -104,18 +120,31 @@ const std::vector<Case>& invalid_cases() {
        "head dimension must be contiguous (stride[3] == 1)"},
       {"negative stride", kDense, [](Fixture& f) { f.r.k.stride[1] = -128; }, kInv, "k.stride",
        "stride[1] = -128 must be positive for a dimension of extent 130"},
-      {"zero stride", kDense, [](Fixture& f) { f.r.o.stride[2] = 0; }, kInv, "o.stride", "stride[2] = 0 must be positive"},
+      {"zero stride", kDense, [](Fixture& f) { f.r.o.stride[2] = 0; }, kInv, "o.stride",
+       "stride[2] = 0 must be positive"},
       {"too many tokens", kDense, [](Fixture& f) { f.r.q.shape[1] = f.r.o.shape[1] = 1LL << 31; }, kInv, "q.shape",
        "exceeds the 32-bit limit"},
       {"device mismatch", kDense, [](Fixture& f) { f.r.v.device = Device::kCuda; }, kInv, "v",
        "is on cuda but q is on cpu"},
-      {"head_dim 96", kDense, [](Fixture& f) {
-         for (TensorView* t : {&f.r.q, &f.r.k, &f.r.v, &f.r.o}) { t->shape[3] = 96; t->stride[2] = 96;
-           t->stride[1] = 96 * t->shape[2]; t->stride[0] = t->stride[1] * t->shape[1]; } },
+      {"head_dim 96", kDense,
+       [](Fixture& f) {
+         for (TensorView* t : {&f.r.q, &f.r.k, &f.r.v, &f.r.o}) {
+           t->shape[3] = 96;
+           t->stride[2] = 96;
+           t->stride[1] = 96 * t->shape[2];
+           t->stride[0] = t->stride[1] * t->shape[1];
+         }
+       },
        E::kUnsupported, "head_dim", "head_dim 96 is not yet supported"},
-      {"head_dim 80", kDense, [](Fixture& f) {
-         for (TensorView* t : {&f.r.q, &f.r.k, &f.r.v, &f.r.o}) { t->shape[3] = 80; t->stride[2] = 80;
-           t->stride[1] = 80 * t->shape[2]; t->stride[0] = t->stride[1] * t->shape[1]; } },
+      {"head_dim 80", kDense,
+       [](Fixture& f) {
+         for (TensorView* t : {&f.r.q, &f.r.k, &f.r.v, &f.r.o}) {
+           t->shape[3] = 80;
+           t->stride[2] = 80;
+           t->stride[1] = 80 * t->shape[2];
+           t->stride[0] = t->stride[1] * t->shape[1];
+         }
+       },
        kInv, "head_dim", "head_dim 80 is not"},
       {"block_q not multiple", kDense, [](Fixture& f) { f.r.geometry.block_q = 40; }, kInv, "geometry.block_q",
        "B_Q = 40 must be a multiple of 16 in [16, 1024]"},
@@ -144,16 +173,23 @@ const std::vector<Case>& invalid_cases() {
        "must be contiguous"},
       {"csr first offset", kCsr, [](Fixture& f) { f.mask_storage.i32(0)[0] = 1; }, kInv, "mask.row_offsets",
        "row_offsets[0] = 1, expected 0"},
-      {"csr offsets decrease", kCsr, [](Fixture& f) { f.mask_storage.i32(0)[5] = f.mask_storage.i32(0)[4] - 1; },
-       kInv, "mask.row_offsets", "is less than row_offsets[4]"},
+      {"csr offsets decrease", kCsr, [](Fixture& f) { f.mask_storage.i32(0)[5] = f.mask_storage.i32(0)[4] - 1; }, kInv,
+       "mask.row_offsets", "is less than row_offsets[4]"},
       {"csr last offset", kCsr, [](Fixture& f) { f.r.mask.col_indices.shape[0] -= 1; }, kInv, "mask.row_offsets",
        "does not equal nnz"},
       {"csr col range", kCsr, [](Fixture& f) { f.mask_storage.i32(1)[0] = 3; }, kInv, "mask.col_indices",
        "col_indices[0] = 3 in row "},
-      {"csr col order", kCsr, [](Fixture& f) {
+      {"csr col order", kCsr,
+       [](Fixture& f) {
          // Find a row with >= 2 columns and swap its first two.
-         auto* off = f.mask_storage.i32(0); auto* col = f.mask_storage.i32(1);
-         for (int r = 0; r < 32; ++r) if (off[r + 1] - off[r] >= 2) { std::swap(col[off[r]], col[off[r] + 1]); break; } },
+         auto* off = f.mask_storage.i32(0);
+         auto* col = f.mask_storage.i32(1);
+         for (int r = 0; r < 32; ++r)
+           if (off[r + 1] - off[r] >= 2) {
+             std::swap(col[off[r]], col[off[r] + 1]);
+             break;
+           }
+       },
        kInv, "mask.col_indices", "is not greater than col_indices["},
       {"lists counts shape", kList, [](Fixture& f) { f.r.mask.counts.shape[2] = 3; }, kInv, "mask.counts",
        "does not match the expected [B_m, H_m, n_qb]"},
@@ -163,20 +199,40 @@ const std::vector<Case>& invalid_cases() {
        "counts of row 7 (b_m = 0, h_m = 1, qb = 3) = 99 is outside [0, K_max ="},
       {"lists negative count", kList, [](Fixture& f) { f.mask_storage.i32(0)[0] = -1; }, kInv, "mask.counts",
        "= -1 is outside"},
-      {"lists index range", kList, [](Fixture& f) {
-         auto* cnt = f.mask_storage.i32(0); cnt[2] = std::max(cnt[2], 1);
-         f.mask_storage.i32(1)[2 * f.r.mask.indices.shape[3]] = -5; },
+      {"lists index range", kList,
+       [](Fixture& f) {
+         auto* cnt = f.mask_storage.i32(0);
+         cnt[2] = std::max(cnt[2], 1);
+         f.mask_storage.i32(1)[2 * f.r.mask.indices.shape[3]] = -5;
+       },
        kInv, "mask.indices", "indices[0] = -5 of row 2"},
-      {"lists duplicate", kList, [](Fixture& f) {
-         auto* cnt = f.mask_storage.i32(0); auto* idx = f.mask_storage.i32(1); cnt[3] = 2;
-         idx[3 * f.r.mask.indices.shape[3]] = 1; idx[3 * f.r.mask.indices.shape[3] + 1] = 1; },
+      {"lists duplicate", kList,
+       [](Fixture& f) {
+         auto* cnt = f.mask_storage.i32(0);
+         auto* idx = f.mask_storage.i32(1);
+         cnt[3] = 2;
+         idx[3 * f.r.mask.indices.shape[3]] = 1;
+         idx[3 * f.r.mask.indices.shape[3] + 1] = 1;
+       },
        kInv, "mask.indices", "indices[1] = 1 of row 3 (b_m = 0, h_m = 0, qb = 3) duplicates indices[0]"},
-      {"lse dtype", kDense, [](Fixture& f) { f.add_lse(); f.r.lse.dtype = DType::kFloat16; }, kInv, "lse",
-       "dtype must be f32, got f16"},
-      {"lse shape", kDense, [](Fixture& f) { f.add_lse(); f.r.lse.shape[2] = 99; }, kInv, "lse",
-       "does not match [B, H_q, N_q] = [2, 4, 100]"},
-      {"lse device", kDense, [](Fixture& f) { f.add_lse(); f.r.lse.device = Device::kCuda; }, kInv, "lse",
-       "is on cuda but q is on cpu"},
+      {"lse dtype", kDense,
+       [](Fixture& f) {
+         f.add_lse();
+         f.r.lse.dtype = DType::kFloat16;
+       },
+       kInv, "lse", "dtype must be f32, got f16"},
+      {"lse shape", kDense,
+       [](Fixture& f) {
+         f.add_lse();
+         f.r.lse.shape[2] = 99;
+       },
+       kInv, "lse", "does not match [B, H_q, N_q] = [2, 4, 100]"},
+      {"lse device", kDense,
+       [](Fixture& f) {
+         f.add_lse();
+         f.r.lse.device = Device::kCuda;
+       },
+       kInv, "lse", "is on cuda but q is on cpu"},
   };
   return cases;
 }
@@ -205,9 +261,11 @@ TEST(ValidateRequest, ValidFixtureAccepted) {
 TEST(ValidateRequest, BhsdStridesAccepted) {
   Fixture fx;
   // BHSD memory: [B, H, N, D] storage viewed as [B, N, H, D].
-  fx.r.q = make_strided_tensor(g_dummy, DType::kBFloat16, Device::kCpu, {2, 100, 4, 64}, {4 * 100 * 64, 64, 100 * 64, 1});
+  fx.r.q =
+      make_strided_tensor(g_dummy, DType::kBFloat16, Device::kCpu, {2, 100, 4, 64}, {4 * 100 * 64, 64, 100 * 64, 1});
   fx.r.o = fx.r.q;
-  fx.r.k = make_strided_tensor(g_dummy, DType::kBFloat16, Device::kCpu, {2, 130, 2, 64}, {2 * 130 * 64, 64, 130 * 64, 1});
+  fx.r.k =
+      make_strided_tensor(g_dummy, DType::kBFloat16, Device::kCpu, {2, 130, 2, 64}, {2 * 130 * 64, 64, 130 * 64, 1});
   fx.r.v = fx.r.k;
   EXPECT_NO_THROW(validate_request(fx.r));
 }

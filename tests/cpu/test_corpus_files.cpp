@@ -1,0 +1,98 @@
+// Mask files (safetensors round trip), determinism, density bands of the families, BlockMask view.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+
+#include "tessera/error.hpp"
+#include "tessera_corpus/case_stats.hpp"
+#include "tessera_corpus/family.hpp"
+#include "tessera_corpus/mask_file.hpp"
+
+using namespace tessera::corpus;
+
+TEST(CorpusFiles, PackedBitOrderIsNumpyPackbits) {
+  PackedMask m(1, 1, 10);
+  m.set(0, 0, 0);
+  m.set(0, 0, 9);
+  EXPECT_EQ(m.bits[0], 0x80);
+  EXPECT_EQ(m.bits[1], 0x40);
+  m.set_range(0, 0, 2, 9);
+  EXPECT_EQ(m.bits[0], 0xBF);  // blocks 0, 2..7
+  EXPECT_EQ(m.bits[1], 0xC0);  // blocks 8, 9
+  const auto d = unpack(m);
+  EXPECT_EQ(pack(d.data(), 1, 1, 10), m);
+}
+
+TEST(CorpusFiles, RoundTripAndBlockMaskView) {
+  CorpusOptions opt;
+  opt.small = true;
+  opt.seed = 7;
+  const Case c = make_case("Q64K64-HD", 1, opt);
+  const auto bytes = encode_mask_file(c);
+  const Case d = decode_mask_file(bytes);
+  EXPECT_EQ(d.mask, c.mask);
+  EXPECT_EQ(d.meta.source_id, c.meta.source_id);
+  EXPECT_EQ(d.meta.notes, c.meta.notes);
+  EXPECT_EQ(d.meta.seed, 7u);
+  EXPECT_EQ(d.meta.n_q, c.meta.n_q);
+  EXPECT_EQ(encode_mask_file(d), bytes);
+  const auto path = (std::filesystem::temp_directory_path() / "tessera_corpus_rt.safetensors").string();
+  write_mask_file(path, c);
+  EXPECT_EQ(read_mask_file(path).mask, c.mask);
+  std::filesystem::remove(path);
+  const OwnedBlockMask owned(c.mask);
+  ASSERT_EQ(owned.mask().n_qb, c.mask.n_qb);
+  ASSERT_EQ(owned.mask().heads, c.mask.heads);
+  const auto* p = static_cast<const std::uint8_t*>(owned.mask().dense.data);
+  for (std::int64_t k = 0; k < c.mask.n_kvb; ++k) ASSERT_EQ(p[std::size_t(c.mask.n_kvb + k)], c.mask.get(0, 1, k));
+  // Corrupt files are rejected with a precise error.
+  auto bad = bytes;
+  bad[0] = 0xFF;
+  bad[7] = 0x7F;
+  EXPECT_THROW(decode_mask_file(bad), tessera::Error);
+  EXPECT_THROW(decode_mask_file(std::vector<std::uint8_t>(bytes.begin(), bytes.end() - 1)), tessera::Error);
+  EXPECT_THROW(read_mask_file("/nonexistent/x.safetensors"), tessera::Error);
+}
+
+TEST(CorpusFiles, SameSeedSameBytes) {
+  CorpusOptions a, b;
+  a.small = b.small = true;
+  a.seed = b.seed = 3;
+  for (const char* fam : {"Q64K64", "Q32K32", "Q64K64-DD"}) {
+    EXPECT_EQ(encode_mask_file(make_case(fam, 2, a)), encode_mask_file(make_case(fam, 2, b))) << fam;
+  }
+  b.seed = 4;
+  EXPECT_NE(make_case("Q64K64", 0, a).mask, make_case("Q64K64", 0, b).mask);
+  EXPECT_THROW(make_case("Q64K64", 100000, a), tessera::Error);
+  EXPECT_THROW(make_case("Q99", 0, a), tessera::Error);
+}
+
+TEST(CorpusFiles, FamiliesStayInDensityBands) {
+  CorpusOptions opt;
+  opt.small = true;
+  for (const auto& f : families()) {
+    if (f.name == "STA-real") continue;  // tested against section 4.1
+    CaseStats all;
+    std::set<std::string> srcs;
+    for (int i = 0, n = case_count(f.name, opt); i < n; ++i) {
+      const Case c = make_case(f.name, i, opt);
+      ASSERT_EQ(c.meta.block_q, f.block_q);
+      ASSERT_EQ(c.meta.block_kv, f.block_kv);
+      srcs.insert(c.meta.source_id);
+      const CaseStats s = case_stats(c.mask, f.block_q, f.block_kv);
+      EXPECT_EQ(s.empty_rows, 0) << c.meta.source_id;
+      all.add(s);
+    }
+    EXPECT_GE(srcs.size(), 2u) << f.name;
+    EXPECT_GE(all.density(), f.density_lo) << f.name;
+    EXPECT_LE(all.density(), f.density_hi) << f.name;
+  }
+}
+
+TEST(CorpusFiles, DefaultCorpusSize) {
+  CorpusOptions opt;
+  int total = 0;
+  for (const auto& f : families()) total += case_count(f.name, opt);
+  EXPECT_GE(total, 2300);
+}

@@ -1,0 +1,222 @@
+// GPU tests of the mma.sync attention family: every compiled catalog entry x mapping (Direct, Coarsened-Q span,
+// Coarsened-KV span, packed KV, Coarsened-Q + packed, Refined, split-KV + merge) x mask kind, against a
+// float64 reference computed here, on fresh random inputs, outputs poisoned before each run.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "host_tensor.hpp"
+#include "kernel_runner.hpp"
+#include "kernels/launch.hpp"
+#include "tessera/error.hpp"
+
+namespace tessera::testing {
+namespace {
+
+using kernels::CompiledEntry;
+
+struct Problem {
+  int batch, n_q, n_kv, h_q, h_kv, d, bq, bkv;
+  bool bhsd;  // Q/K/V/O stored [B, H, N, D] (strided) instead of [B, N, H, D]
+};
+
+struct Strides { std::int64_t b, n, h; };
+Strides strides_of(const Problem& pr, int n, int h) {
+  return pr.bhsd ? Strides{std::int64_t(h) * n * pr.d, pr.d, std::int64_t(n) * pr.d}
+                 : Strides{std::int64_t(n) * h * pr.d, std::int64_t(h) * pr.d, pr.d};
+}
+
+/// float64 reference: O[b, i, h, :] and LSE[b, h, i] of E(M).
+void reference(const Problem& pr, const BlockMask& m, const HostTensor& q, const HostTensor& k, const HostTensor& v,
+               std::vector<double>& o, std::vector<double>& lse) {
+  const Strides sq = strides_of(pr, pr.n_q, pr.h_q), sk = strides_of(pr, pr.n_kv, pr.h_kv);
+  o.assign(std::size_t(pr.batch) * pr.n_q * pr.h_q * pr.d, 0.0);
+  lse.assign(std::size_t(pr.batch) * pr.h_q * pr.n_q, -std::numeric_limits<double>::infinity());
+  const double scale = 1.0 / std::sqrt(double(pr.d));
+  std::vector<double> s(pr.n_kv), acc(pr.d), qd(q.numel()), kd(k.numel()), vd(v.numel());
+  for (std::int64_t i = 0; i < q.numel(); ++i) qd[i] = q.get(i);
+  for (std::int64_t i = 0; i < k.numel(); ++i) kd[i] = k.get(i), vd[i] = v.get(i);
+  for (int b = 0; b < pr.batch; ++b)
+    for (int h = 0; h < pr.h_q; ++h) {
+      const int hk = h / (pr.h_q / pr.h_kv);
+      for (int i = 0; i < pr.n_q; ++i) {
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int j = 0; j < pr.n_kv; ++j) {
+          s[j] = -std::numeric_limits<double>::infinity();
+          if (!m.at(b, h, i / pr.bq, j / pr.bkv)) continue;
+          double dot = 0;
+          for (int c = 0; c < pr.d; ++c)
+            dot += qd[b * sq.b + i * sq.n + h * sq.h + c] * kd[b * sk.b + j * sk.n + hk * sk.h + c];
+          s[j] = dot * scale;
+          mx = std::max(mx, s[j]);
+        }
+        if (mx == -std::numeric_limits<double>::infinity()) continue;
+        double sum = 0;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int j = 0; j < pr.n_kv; ++j) {
+          if (s[j] == -std::numeric_limits<double>::infinity()) continue;
+          const double p = std::exp(s[j] - mx);
+          sum += p;
+          for (int c = 0; c < pr.d; ++c) acc[c] += p * vd[b * sk.b + j * sk.n + hk * sk.h + c];
+        }
+        for (int c = 0; c < pr.d; ++c) o[((std::size_t(b) * pr.n_q + i) * pr.h_q + h) * pr.d + c] = acc[c] / sum;
+        lse[(std::size_t(b) * pr.h_q + h) * pr.n_q + i] = mx + std::log(sum);
+      }
+    }
+}
+
+struct Case {
+  std::string label;
+  Problem pr;
+  MappingSpec spec;
+  MaskKind kind;
+};
+
+/// Runs one case on `entry` and checks O and LSE against the float64 reference.
+void check_case(const CompiledEntry& e, const Case& c, std::uint64_t seed) {
+  SCOPED_TRACE(std::string(e.name) + " / " + c.label);
+  const Problem& pr = c.pr;
+  const int n_qb = (pr.n_q + pr.bq - 1) / pr.bq, n_kvb = (pr.n_kv + pr.bkv - 1) / pr.bkv;
+  const BlockMask m = make_mask(pr.batch, pr.h_q, n_qb, n_kvb, c.kind, 0.35, seed);
+  const HostPlan plan = build_plan(m, pr.n_q, pr.n_kv, pr.bq, pr.bkv, c.spec);
+  HostTensor q(e.dtype, {pr.batch, pr.n_q, pr.h_q, pr.d}), k(e.dtype, {pr.batch, pr.n_kv, pr.h_kv, pr.d}),
+      v(e.dtype, {pr.batch, pr.n_kv, pr.h_kv, pr.d}), o(e.dtype, {pr.batch, pr.n_q, pr.h_q, pr.d}),
+      lse(DType::kFloat32, {pr.batch, pr.h_q, pr.n_q});
+  q.fill_normal(seed * 3 + 1), k.fill_normal(seed * 3 + 2), v.fill_normal(seed * 3 + 3);
+  o.poison(), lse.poison();
+  std::vector<double> o_ref, lse_ref;
+  reference(pr, m, q, k, v, o_ref, lse_ref);
+
+  auto dq = upload(q.bytes), dk = upload(k.bytes), dv = upload(v.bytes), dO = upload(o.bytes), dl = upload(lse.bytes);
+  DevicePlan dp(plan, c.spec.tile_q, pr.d);
+  kernels::AttentionParams prm;
+  prm.dtype = e.dtype;
+  prm.q = dq.data(), prm.k = dk.data(), prm.v = dv.data(), prm.o = dO.data(), prm.lse = dl.as<float>();
+  const Strides sq = strides_of(pr, pr.n_q, pr.h_q), sk = strides_of(pr, pr.n_kv, pr.h_kv);
+  prm.q_stride_b = sq.b, prm.q_stride_n = sq.n, prm.q_stride_h = sq.h;
+  prm.o_stride_b = sq.b, prm.o_stride_n = sq.n, prm.o_stride_h = sq.h;
+  prm.k_stride_b = sk.b, prm.k_stride_n = sk.n, prm.k_stride_h = sk.h;
+  prm.v_stride_b = sk.b, prm.v_stride_n = sk.n, prm.v_stride_h = sk.h;
+  prm.lse_stride_b = std::int64_t(pr.h_q) * pr.n_q, prm.lse_stride_h = pr.n_q;
+  prm.batch = pr.batch, prm.n_q = pr.n_q, prm.n_kv = pr.n_kv, prm.h_q = pr.h_q, prm.h_kv = pr.h_kv;
+  prm.head_dim = pr.d, prm.block_q = pr.bq, prm.block_kv = pr.bkv;
+  prm.scale = static_cast<float>(1.0 / std::sqrt(double(pr.d)));
+  run_plan(std::string(e.name), c.spec.packed, c.spec.membership, dp, prm);
+  TESSERA_CUDA_CHECK(cudaDeviceSynchronize());
+  TESSERA_CUDA_CHECK(cudaMemcpy(o.bytes.data(), dO.data(), o.bytes.size(), cudaMemcpyDeviceToHost));
+  TESSERA_CUDA_CHECK(cudaMemcpy(lse.bytes.data(), dl.data(), lse.bytes.size(), cudaMemcpyDeviceToHost));
+
+  // O in logical [B, N, H, D] order (the test tensors are stored per `bhsd`).
+  std::vector<double> o_got(o_ref.size());
+  for (int b = 0; b < pr.batch; ++b)
+    for (int i = 0; i < pr.n_q; ++i)
+      for (int h = 0; h < pr.h_q; ++h)
+        for (int d = 0; d < pr.d; ++d)
+          o_got[((std::size_t(b) * pr.n_q + i) * pr.h_q + h) * pr.d + d] = o.get(b * sq.b + i * sq.n + h * sq.h + d);
+  const double tol = e.dtype == DType::kBFloat16 ? 1e-2 : 5e-3;
+  const double err = relative_l2(o_got.data(), o_ref.data(), std::int64_t(o_ref.size()));
+  if (c.kind == MaskKind::kEmpty) {
+    for (double x : o_got) ASSERT_EQ(x, 0.0) << "empty mask must give O = 0";
+  } else {
+    EXPECT_LE(err, tol) << "relative L2 of O";
+  }
+  // LSE: exact -inf where the reference is -inf, else close (absolute 2e-2 on natural-log values).
+  int bad = 0;
+  for (std::size_t i = 0; i < lse_ref.size(); ++i) {
+    const double g = lse.get(std::int64_t(i)), r = lse_ref[i];
+    const bool ok = std::isinf(r) ? (std::isinf(g) && g < 0) : (std::isfinite(g) && std::abs(g - r) <= 2e-2);
+    if (!ok && bad++ < 3) ADD_FAILURE() << "LSE[" << i << "] = " << g << ", reference " << r;
+  }
+  EXPECT_EQ(bad, 0) << "LSE mismatches";
+  // Empty rows: O exactly 0.
+  for (std::size_t i = 0; i < o_ref.size(); ++i) {
+    if (o_ref[i] == 0.0 && std::isinf(lse_ref[(i / pr.d / pr.h_q / pr.n_q) * pr.h_q * pr.n_q +
+                                              ((i / pr.d) % pr.h_q) * pr.n_q + (i / pr.d / pr.h_q) % pr.n_q])) {
+      ASSERT_EQ(o_got[i], 0.0) << "empty row must give O = 0 at " << i;
+    }
+  }
+}
+
+/// The cases run on entry `e`: each mapping the entry can realize, with ragged sizes, GQA and both layouts.
+std::vector<Case> cases_for(const CompiledEntry& e) {
+  const int tq = e.tile_q, tkv = e.tile_kv, d = e.head_dim;
+  std::vector<Case> cs;
+  auto add = [&](std::string label, int bq, int bkv, MappingSpec spec, MaskKind kind, bool bhsd, int batch) {
+    const int n_q = 3 * std::max(tq, bq) + 37 - (37 % 8 == 0 ? 0 : 0), n_kv = 5 * std::max(tkv, bkv) + 23;
+    cs.push_back({label, Problem{batch, n_q, n_kv, 4, 2, d, bq, bkv, bhsd}, spec, kind});
+  };
+  MappingSpec direct{tq, tkv, false, false, 1};
+  add("direct/random", tq, tkv, direct, MaskKind::kRandom, false, 1);
+  add("direct/band", tq, tkv, direct, MaskKind::kBandRandom, true, 2);
+  add("direct/empty_rows", tq, tkv, direct, MaskKind::kEmptyRows, false, 1);
+  add("direct/dense", tq, tkv, direct, MaskKind::kDense, false, 1);
+  add("direct/empty", tq, tkv, direct, MaskKind::kEmpty, false, 1);
+  add("refined/random", 2 * tq, 2 * tkv, direct, MaskKind::kRandom, false, 1);
+  MappingSpec split{tq, tkv, false, false, 3};
+  add("split3/empty_rows", tq, tkv, split, MaskKind::kEmptyRows, false, 1);
+  add("split3/band", tq, tkv, split, MaskKind::kBandRandom, true, 1);
+  MappingSpec masked{tq, tkv, false, true, 1};
+  add("direct_masked/random", tq, tkv, masked, MaskKind::kRandom, false, 1);
+  if (tq >= 32) add("coarsened_q2/empty_rows", tq / 2, tkv, masked, MaskKind::kEmptyRows, true, 1);
+  if (tq >= 64) add("coarsened_q4/random", tq / 4, tkv, masked, MaskKind::kRandom, false, 1);
+  if (tkv >= 32) add("coarsened_kv2/random", tq, tkv / 2, masked, MaskKind::kRandom, false, 1);
+  if (tq >= 32 && tkv >= 32) add("coarsened_q2kv2/band", tq / 2, tkv / 2, masked, MaskKind::kBandRandom, false, 2);
+  MappingSpec packed{tq, tkv, true, true, 1};
+  add("packed1/random", tq, tkv, packed, MaskKind::kRandom, false, 1);
+  if (tkv >= 32) add("packed2/random", tq, tkv / 2, packed, MaskKind::kRandom, true, 1);
+  if (tkv >= 64) add("packed4/empty_rows", tq, tkv / 4, packed, MaskKind::kEmptyRows, false, 1);
+  if (tkv >= 32 && tq >= 32) add("packed2_coarsened_q2/band", tq / 2, tkv / 2, packed, MaskKind::kBandRandom, false, 1);
+  MappingSpec packed_split{tq, tkv, true, true, 2};
+  if (tkv >= 32) add("packed2_split2/random", tq, tkv / 2, packed_split, MaskKind::kRandom, false, 1);
+  return cs;
+}
+
+class MmaAttention : public ::testing::TestWithParam<CompiledEntry> {};
+
+TEST_P(MmaAttention, MatchesFloat64ReferenceOnEveryMapping) {
+  TESSERA_REQUIRE_GPU();
+  const CompiledEntry e = GetParam();
+  int dev = 0, optin = 0;
+  TESSERA_CUDA_CHECK(cudaGetDevice(&dev));
+  TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  if (e.smem_bytes > std::size_t(optin)) GTEST_SKIP() << "entry needs more shared memory than this GPU has";
+  std::uint64_t seed = std::hash<std::string_view>{}(e.name) ^ static_cast<std::uint64_t>(time(nullptr));
+  for (const Case& c : cases_for(e)) check_case(e, c, ++seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(Catalog, MmaAttention, ::testing::ValuesIn(kernels::compiled_entries()),
+                         [](const ::testing::TestParamInfo<CompiledEntry>& info) {
+                           std::string n(info.param.name);
+                           for (char& ch : n)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(MmaAttention);
+
+TEST(MmaAttentionLaunch, RejectsBadArgumentsBeforeLaunch) {
+  const auto& entries = kernels::compiled_entries();
+  ASSERT_FALSE(entries.empty());
+  const CompiledEntry& e = entries.front();
+  kernels::AttentionParams p;
+  p.dtype = e.dtype == DType::kBFloat16 ? DType::kFloat16 : DType::kBFloat16;
+  try {
+    kernels::validate_attention(e, kernels::KvVariant::kSpan, p);
+    FAIL() << "expected an error";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.argument(), "q.dtype");
+  }
+  try {
+    kernels::launch_attention("mma.no.such.entry", kernels::KvVariant::kSpan, p, nullptr);
+    FAIL() << "expected an error";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.code(), ErrorCode::kUnsupported);
+  }
+}
+
+}  // namespace
+}  // namespace tessera::testing

@@ -1,0 +1,129 @@
+// `tessera masks generate|stats|render`: the mask corpus (docs/corpus.md).
+#include <fmt/core.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "tessera/error.hpp"
+#include "tessera_corpus/case_stats.hpp"
+#include "tessera_corpus/corpus_writer.hpp"
+#include "tessera_corpus/family.hpp"
+#include "tessera_corpus/mask_file.hpp"
+#include "tessera_corpus/render.hpp"
+
+namespace tessera::tools {
+
+namespace {
+namespace fs = std::filesystem;
+using corpus::CaseStats;
+
+std::vector<std::string> mask_files(const std::vector<std::string>& inputs) {
+  std::vector<std::string> files;
+  for (const auto& in : inputs) {
+    if (fs::is_directory(in)) {
+      for (const auto& e : fs::recursive_directory_iterator(in))
+        if (e.is_regular_file() && e.path().extension() == ".safetensors") files.push_back(e.path().string());
+    } else if (fs::is_regular_file(in)) {
+      files.push_back(in);
+    } else {
+      throw Error(ErrorCode::kInvalidArgument, "inputs", fmt::format("'{}' is neither a file nor a directory", in));
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+void print_stats_row(const std::string& name, int cases, const CaseStats& s) {
+  fmt::print("{:<12} {:>6} {:>8.4f} {:>9.2f} {:>8} {:>8} {:>7} {:>8.4f}  ", name, cases, s.density(), s.runs_per_row(),
+             s.min_row, s.max_row, s.empty_rows, s.diag_inclusion());
+  for (int b = 0; b < corpus::kRunBuckets; ++b)
+    fmt::print("{}{:.3f}", b ? " " : "", s.runs ? double(s.run_hist[std::size_t(b)]) / double(s.runs) : 0.0);
+  fmt::print("\n");
+}
+}  // namespace
+
+void add_masks_command(CLI::App& app) {
+  auto* masks = app.add_subcommand("masks", "Mask corpus: generate, statistics, render");
+  masks->require_subcommand(1);
+
+  auto* gen = masks->add_subcommand("generate", "Generate the mask corpus (deterministic by seed)");
+  static std::string out;
+  static std::uint64_t seed = 0;
+  static std::vector<std::string> fams;
+  static bool small = false;
+  static int threads = 0;
+  static std::string sta_table;
+  gen->add_option("--out", out, "Output directory")->required();
+  gen->add_option("--seed", seed, "Seed of every synthetic case (default 0)");
+  gen->add_option("--families", fams, "Families to generate (default: all)");
+  gen->add_flag("--small", small, "Scaled-down corpus (CI)");
+  gen->add_option("--threads", threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  gen->add_option("--sta-table", sta_table, "Real STA table JSON (default: shared/masks or $TESSERA_STA_TABLE)");
+  gen->callback([] {
+    corpus::CorpusOptions opt;
+    opt.seed = seed;
+    opt.small = small;
+    opt.families = fams;
+    opt.sta_table = sta_table;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto s = corpus::write_corpus(out, opt, threads, [](const std::string& m) { fmt::print("{}\n", m); });
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    fmt::print("wrote {} cases to {} in {:.1f} s\n", s.cases, out, sec);
+  });
+
+  auto* st = masks->add_subcommand("stats", "Statistics of mask files or corpus directories, per family");
+  static std::vector<std::string> stat_inputs;
+  static bool per_file = false;
+  st->add_option("inputs", stat_inputs, "Mask files or directories")->required();
+  st->add_flag("--per-file", per_file, "One line per file as well");
+  st->callback([] {
+    std::map<std::string, std::pair<int, CaseStats>> fam;
+    std::map<std::string, std::pair<int, CaseStats>> src;
+    std::map<std::string, int> split;
+    fmt::print("{:<12} {:>6} {:>8} {:>9} {:>8} {:>8} {:>7} {:>8}  run-length histogram (fraction of runs: ", "family",
+               "cases", "density", "runs/row", "min/row", "max/row", "empty", "diag");
+    for (int b = 0; b < corpus::kRunBuckets; ++b) fmt::print("{}{}", b ? " " : "", corpus::run_bucket_label(b));
+    fmt::print(")\n");
+    for (const auto& f : mask_files(stat_inputs)) {
+      const corpus::Case c = corpus::read_mask_file(f);
+      const CaseStats s = corpus::case_stats(c.mask, c.meta.block_q, c.meta.block_kv);
+      if (per_file) print_stats_row(fs::path(f).filename().string(), 1, s);
+      auto& e = fam[c.meta.family];
+      ++e.first;
+      e.second.add(s);
+      auto& g = src[c.meta.family + " / " + c.meta.source_id];
+      ++g.first;
+      g.second.add(s);
+      ++split[c.meta.split];
+    }
+    for (const auto& [name, e] : fam) print_stats_row(name, e.first, e.second);
+    fmt::print("\nper source (cases, density, runs/row, min/max blocks per row):\n");
+    for (const auto& [name, e] : src)
+      fmt::print("  {:<40} {:>5} {:>8.4f} {:>8.2f} {:>6} {:>6}\n", name, e.first, e.second.density(),
+                 e.second.runs_per_row(), e.second.min_row, e.second.max_row);
+    fmt::print("\nsplits:");
+    for (const auto& [name, n] : split) fmt::print(" {}={}", name, n);
+    fmt::print("\n");
+  });
+
+  auto* rd = masks->add_subcommand("render", "Write a PNG of one head of a mask file");
+  static std::string rfile, rout;
+  static std::int64_t rhead = 0;
+  static int rpx = 512;
+  rd->add_option("file", rfile, "Mask file (.safetensors)")->required();
+  rd->add_option("--out", rout, "PNG path")->required();
+  rd->add_option("--head", rhead, "Head to render (default 0)")->check(CLI::NonNegativeNumber);
+  rd->add_option("--max-px", rpx, "Longer side in pixels (default 512)")->check(CLI::Range(16, 8192));
+  rd->callback([] {
+    const corpus::Case c = corpus::read_mask_file(rfile);
+    corpus::render_mask_png(c.mask, rhead, rout, rpx);
+    fmt::print("{}: {} {} head {} ({}x{} blocks) -> {}\n", rfile, c.meta.family, c.meta.source_id, rhead, c.mask.n_qb,
+               c.mask.n_kvb, rout);
+  });
+}
+
+}  // namespace tessera::tools
