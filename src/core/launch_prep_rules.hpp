@@ -121,6 +121,100 @@ TESSERA_HD inline std::int32_t build_tile_row(const PrepParams& p, const std::in
   return n_entries;
 }
 
+/// First index in [lo, hi) with a[index] >= v (a sorted ascending), or hi.
+TESSERA_HD inline std::int32_t lower_bound_i32(const std::int32_t* a, std::int32_t lo, std::int32_t hi, std::int32_t v) {
+  while (lo < hi) {
+    const std::int32_t mid = lo + (hi - lo) / 2;
+    if (a[mid] < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/// Number of kv units of a tile row's unit space: ceil(n_kvb / c_kv).
+TESSERA_HD inline std::int32_t row_units(const PrepParams& p) {
+  return static_cast<std::int32_t>((p.n_kvb + p.c_kv - 1) / p.c_kv);
+}
+
+/// Units and entries a unit range of a tile row produces.
+struct RangeCount {
+  std::int32_t units;
+  std::int32_t entries;  ///< span forms; for packed, entries are derived from the row's total units
+};
+
+/// The part of build_tile_row() that comes from the kv units [u_lo, u_hi) of tile row `row` (parallel form used by
+/// the GPU builder: a warp splits a row's unit space over its lanes). Output pointers are offset to the row's
+/// first entry and may be null (count only). Span forms write entries entry_base + k; the packed form places the
+/// range's k-th unit at global unit index unit_base + k (entry (unit_base + k) / pack, slot (unit_base + k) % pack)
+/// and ORs membership bits into an entry another range may share (`atomic_or` on the device), so for the packed
+/// form the caller must first set member = 0 and gather = -1. Concatenating the ranges of a partition of
+/// [0, row_units) reproduces build_tile_row() exactly (tested on the CPU).
+TESSERA_HD inline RangeCount build_tile_row_range(const PrepParams& p, const std::int32_t* row_offsets,
+                                                  const std::int32_t* cols, std::int64_t row, std::int32_t u_lo,
+                                                  std::int32_t u_hi, std::int32_t unit_base, std::int32_t entry_base,
+                                                  std::int32_t* kv_tile, std::uint64_t* member, std::int32_t* gather) {
+  const std::int64_t mh = row / p.rows_per_head;
+  const std::int64_t t = row % p.rows_per_head;
+  std::int32_t cur[kMaxMappingFactor];
+  std::int32_t end[kMaxMappingFactor];
+  int nq = 0;
+  for (int qi = 0; qi < p.c_q; ++qi) {
+    const std::int64_t qb = t * p.c_q + qi;
+    if (qb >= p.n_qb) {
+      cur[qi] = end[qi] = 0;
+      continue;
+    }
+    const std::int64_t lr = mh * p.n_qb + qb;
+    const std::int32_t b = row_offsets[lr], e = row_offsets[lr + 1];
+    cur[qi] = lower_bound_i32(cols, b, e, u_lo * p.c_kv);
+    end[qi] = lower_bound_i32(cols, cur[qi], e, u_hi * p.c_kv);
+    nq = qi + 1;
+  }
+  const std::int32_t c_kv = p.c_kv;
+  RangeCount rc{0, 0};
+  for (;;) {
+    std::int32_t unit = -1;
+    for (int qi = 0; qi < nq; ++qi) {
+      if (cur[qi] < end[qi]) {
+        const std::int32_t u = cols[cur[qi]] / c_kv;
+        if (unit < 0 || u < unit) unit = u;
+      }
+    }
+    if (unit < 0) break;
+    const std::int32_t g = unit_base + rc.units;
+    const std::int32_t slot = p.pack ? g % p.pack : 0;
+    std::uint64_t bits = 0;
+    for (int qi = 0; qi < nq; ++qi) {
+      while (cur[qi] < end[qi] && cols[cur[qi]] / c_kv == unit) {
+        const std::int32_t kj = p.pack ? slot : (cols[cur[qi]] % c_kv);
+        bits |= std::uint64_t{1} << (qi * 8 + kj);
+        ++cur[qi];
+      }
+    }
+    if (p.pack) {
+      const std::int64_t e = g / p.pack;
+      if (gather) gather[e * p.pack + slot] = unit;
+      if (member && p.membership) {
+#if defined(__CUDA_ARCH__)
+        atomicOr(reinterpret_cast<unsigned long long*>(member + e), static_cast<unsigned long long>(bits));
+#else
+        member[e] |= bits;
+#endif
+      }
+    } else {
+      for (std::int32_t j = 0; j < p.r_kv; ++j) {
+        const std::int64_t tile = static_cast<std::int64_t>(unit) * p.r_kv + j;
+        if (tile >= p.kv_tiles) break;
+        if (kv_tile) kv_tile[entry_base + rc.entries] = static_cast<std::int32_t>(tile);
+        if (member && p.membership) member[entry_base + rc.entries] = bits;
+        ++rc.entries;
+      }
+    }
+    ++rc.units;
+  }
+  return rc;
+}
+
 /// Whether entry e continues a run started before it (see the file comment).
 TESSERA_HD inline bool continues_run(const PrepParams& p, const std::int32_t* kv_tile, const std::int32_t* gather,
                                      std::int32_t e) {
