@@ -1,8 +1,15 @@
 // Benchmark of build_mask_state_gpu() on the Wan2.1 720p case (N = 75,600 tokens, 64 x 64 blocks -> n_qb = n_kvb =
 // 1182, 40 heads, ~10% density in runs, ~5.6M active blocks), one row per input format (dense u8, block-CSR, index
-// lists with unsorted rows). Each call is timed with CUDA events around the whole call (pass 1, scan, counters
-// copy, the host's one synchronization, pass 2) after a warm-up; the median of --runs calls is reported, with the
-// host wall-clock median. Output: a table on stdout and bench_mask_state.json in --out DIR (default ".").
+// lists with unsorted rows) and per mode: speculative pass 2 (the default) and pass 2 after the host has read the
+// counters (the earlier sequence). Each format's input is held in 4 copies used in turn, so that repeated calls do
+// not run from L2. Three timings, each the median of --runs calls after a warm-up:
+//   e2e:    CUDA events around the whole call (with its host wait for the counters), and host wall clock;
+//   stages: CUDA events recorded by the call itself at its stage boundaries (MaskStateWorkspace::Impl::stage_events):
+//           pass 1 (with the counters' memset), scan, counters copy, pass 2 (without speculation this last one
+//           includes the host round trip); gpu = start to end of pass 2 (the GPU time of one request).
+// The floor is the fewest bytes each format must move (input read once, mu(M) written once) over the measured
+// device copy bandwidth (cudaMemcpy device to device of 1 GiB, read + write bytes).
+// Output: a table on stdout and bench_mask_state.json in --out DIR (default ".").
 //   bench_mask_state [--out DIR] [--runs N] [--warmup N]
 #include <cuda_runtime.h>
 
@@ -18,6 +25,7 @@
 #include <vector>
 
 #include "cuda/check.cuh"
+#include "cuda/mask_state_workspace.hpp"
 #include "mask_gen.hpp"
 #include "tessera/error.hpp"
 #include "tessera/mask_state_gpu.hpp"
@@ -34,10 +42,17 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+using Stage = MaskStateWorkspace::Impl::Stage;
+constexpr int kCopies = 4;
+constexpr const char* kStageNames[] = {"pass1", "scan", "counters", "pass2"};
+
 struct Result {
-  std::string format;
+  std::string format, mode;
   std::int64_t nnz = 0;
+  double min_bytes = 0;
   double event_us = 0, wall_us = 0, min_event_us = 0;
+  double stage_us[4] = {0, 0, 0, 0};
+  double gpu_us = 0;
 };
 
 /// Copies a host encoding to the device (same layout) and returns a mask viewing the copies.
@@ -58,21 +73,39 @@ BlockMask upload(HostMaskTensors& h, DeviceBuffer (&bufs)[2]) {
   return m;
 }
 
-Result run(HostMaskTensors& h, int warmup, int runs, cudaStream_t stream) {
-  DeviceBuffer bufs[2];
-  const BlockMask mask = upload(h, bufs);
+/// Fewest bytes a format must move: the input read once, row_offsets and col_indices written once.
+double min_bytes(const BlockMask& m, std::int64_t nnz) {
+  const double out = 4.0 * static_cast<double>(m.rows() + 1) + 4.0 * static_cast<double>(nnz);
+  switch (m.format) {
+    case MaskFormat::kDense:
+      return static_cast<double>(m.rows() * m.n_kvb) + out;
+    case MaskFormat::kBlockCsr:
+      return 2 * out;
+    case MaskFormat::kIndexLists:
+      return 4.0 * static_cast<double>(m.rows()) + 4.0 * static_cast<double>(nnz) + out;
+  }
+  return out;
+}
+
+Result run(HostMaskTensors& h, int warmup, int runs, cudaStream_t stream, bool speculative) {
+  DeviceBuffer bufs[kCopies][2];
+  BlockMask masks[kCopies];
+  for (int i = 0; i < kCopies; ++i) masks[i] = upload(h, bufs[i]);
   MaskStateWorkspace ws;
+  ws.impl().speculative_pass2 = speculative;
   DeviceMaskState out;
-  cudaEvent_t start, stop;
+  cudaEvent_t start, stop, stages[Stage::kStages];
   TESSERA_CUDA_CHECK(cudaEventCreate(&start));
   TESSERA_CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < warmup; ++i) build_mask_state_gpu(mask, stream, ws, out);
+  for (auto& e : stages) TESSERA_CUDA_CHECK(cudaEventCreate(&e));
+  for (int i = 0; i < warmup; ++i) build_mask_state_gpu(masks[i % kCopies], stream, ws, out);
   TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  // End to end: events around the call, no stage events.
   std::vector<double> ev, wall;
   for (int i = 0; i < runs; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     TESSERA_CUDA_CHECK(cudaEventRecord(start, stream));
-    build_mask_state_gpu(mask, stream, ws, out);
+    build_mask_state_gpu(masks[i % kCopies], stream, ws, out);
     TESSERA_CUDA_CHECK(cudaEventRecord(stop, stream));
     TESSERA_CUDA_CHECK(cudaEventSynchronize(stop));
     const auto t1 = std::chrono::steady_clock::now();
@@ -81,15 +114,59 @@ Result run(HostMaskTensors& h, int warmup, int runs, cudaStream_t stream) {
     ev.push_back(ms * 1e3);
     wall.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
   }
+  // Stages: the call records its own stage boundaries.
+  ws.impl().stage_events = stages;
+  std::vector<double> st[4], gpu;
+  for (int i = 0; i < runs; ++i) {
+    build_mask_state_gpu(masks[i % kCopies], stream, ws, out);
+    TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (int k = 0; k < 4; ++k) {
+      float ms = 0;
+      TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, stages[k], stages[k + 1]));
+      st[k].push_back(ms * 1e3);
+    }
+    float ms = 0;
+    TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, stages[Stage::kStart], stages[Stage::kPass2]));
+    gpu.push_back(ms * 1e3);
+  }
+  ws.impl().stage_events = nullptr;
   TESSERA_CUDA_CHECK(cudaEventDestroy(start));
   TESSERA_CUDA_CHECK(cudaEventDestroy(stop));
+  for (auto& e : stages) TESSERA_CUDA_CHECK(cudaEventDestroy(e));
   Result r;
-  r.format = mask_format_name(mask.format);
+  r.format = mask_format_name(masks[0].format);
+  r.mode = speculative ? "speculative" : "after-sync";
   r.nnz = out.nnz;
+  r.min_bytes = min_bytes(masks[0], out.nnz);
   r.event_us = median(ev);
   r.min_event_us = *std::min_element(ev.begin(), ev.end());
   r.wall_us = median(wall);
+  for (int k = 0; k < 4; ++k) r.stage_us[k] = median(st[k]);
+  r.gpu_us = median(gpu);
   return r;
+}
+
+/// Device copy bandwidth (bytes read + written per second) of cudaMemcpy device to device, 1 GiB, median of 10.
+double copy_bandwidth(cudaStream_t stream) {
+  const std::size_t bytes = std::size_t{1} << 30;
+  DeviceBuffer a(bytes), b(bytes);
+  TESSERA_CUDA_CHECK(cudaMemsetAsync(a.data(), 0x5a, bytes, stream));
+  cudaEvent_t e0, e1;
+  TESSERA_CUDA_CHECK(cudaEventCreate(&e0));
+  TESSERA_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<double> t;
+  for (int i = 0; i < 12; ++i) {
+    TESSERA_CUDA_CHECK(cudaEventRecord(e0, stream));
+    TESSERA_CUDA_CHECK(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, stream));
+    TESSERA_CUDA_CHECK(cudaEventRecord(e1, stream));
+    TESSERA_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    if (i >= 2) t.push_back(ms * 1e-3);
+  }
+  TESSERA_CUDA_CHECK(cudaEventDestroy(e0));
+  TESSERA_CUDA_CHECK(cudaEventDestroy(e1));
+  return 2.0 * static_cast<double>(bytes) / median(t);
 }
 
 }  // namespace
@@ -127,24 +204,30 @@ int main(int argc, char** argv) {
     const auto bits = random_mask_bits(s, MaskPattern::kRuns, 0.1, g);
     cudaStream_t stream;
     TESSERA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const double bw = copy_bandwidth(stream);
     std::vector<Result> results;
-    {
-      HostMaskTensors h = encode_dense(s, bits);
-      results.push_back(run(h, warmup, runs, stream));
-    }
-    {
-      HostMaskTensors h = encode_csr(s, bits);
-      results.push_back(run(h, warmup, runs, stream));
-    }
-    {
-      HostMaskTensors h = encode_index_lists(s, bits, 0, &g);
-      results.push_back(run(h, warmup, runs, stream));
+    for (bool speculative : {true, false}) {
+      {
+        HostMaskTensors h = encode_dense(s, bits);
+        results.push_back(run(h, warmup, runs, stream, speculative));
+      }
+      {
+        HostMaskTensors h = encode_csr(s, bits);
+        results.push_back(run(h, warmup, runs, stream, speculative));
+      }
+      {
+        std::mt19937_64 gl(721);
+        HostMaskTensors h = encode_index_lists(s, bits, 0, &gl);
+        results.push_back(run(h, warmup, runs, stream, speculative));
+      }
     }
     TESSERA_CUDA_CHECK(cudaStreamDestroy(stream));
 
-    std::printf("mask state, Wan2.1 720p: B_m=1 H_m=40 n_qb=n_kvb=1182 (%s), median of %d runs after %d warm-up\n",
-                prop.name, runs, warmup);
-    std::printf("%-12s %10s %14s %12s %14s\n", "format", "nnz", "events (us)", "min (us)", "wall (us)");
+    std::printf("mask state, Wan2.1 720p: B_m=1 H_m=40 n_qb=n_kvb=1182 (%s), median of %d runs after %d warm-up, "
+                "%d input copies in turn; device copy bandwidth %.2f TB/s\n",
+                prop.name, runs, warmup, kCopies, bw * 1e-12);
+    std::printf("%-11s %-11s %8s %6s | %8s %8s | %6s %6s %8s %6s | %7s %6s\n", "format", "mode", "nnz", "floor",
+                "e2e ev", "wall", "pass1", "scan", "counters", "pass2", "gpu", "x flr");
     nlohmann::json j;
     j["benchmark"] = "mask_state";
     j["command"] = command;
@@ -154,12 +237,23 @@ int main(int argc, char** argv) {
                  {"n_kvb", s.n_kvb}, {"block", 64}, {"tokens", 75600}, {"pattern", "runs"}, {"density_target", 0.1}};
     j["runs"] = runs;
     j["warmup"] = warmup;
-    j["timing"] = "CUDA events around the whole build_mask_state_gpu() call (includes its one host synchronization)";
+    j["input_copies"] = kCopies;
+    j["copy_bandwidth_tb_s"] = bw * 1e-12;
+    j["timing"] =
+        "e2e: CUDA events around the whole build_mask_state_gpu() call (includes its host wait for the counters) and "
+        "host wall clock; stages: CUDA events recorded by the call at its stage boundaries (pass2 after-sync includes "
+        "the host round trip); gpu: start of pass 1 to end of pass 2; floor: min bytes / copy bandwidth";
     for (const Result& r : results) {
-      std::printf("%-12s %10lld %14.1f %12.1f %14.1f\n", r.format.c_str(), static_cast<long long>(r.nnz), r.event_us,
-                  r.min_event_us, r.wall_us);
-      j["results"].push_back({{"format", r.format}, {"nnz", r.nnz}, {"median_event_us", r.event_us},
-                              {"min_event_us", r.min_event_us}, {"median_wall_us", r.wall_us}});
+      const double floor_us = r.min_bytes / bw * 1e6;
+      std::printf("%-11s %-11s %8lld %6.1f | %8.1f %8.1f | %6.1f %6.1f %8.1f %6.1f | %7.1f %6.2f\n", r.format.c_str(),
+                  r.mode.c_str(), static_cast<long long>(r.nnz), floor_us, r.event_us, r.wall_us, r.stage_us[0],
+                  r.stage_us[1], r.stage_us[2], r.stage_us[3], r.gpu_us, r.gpu_us / floor_us);
+      nlohmann::json stages;
+      for (int k = 0; k < 4; ++k) stages[kStageNames[k]] = r.stage_us[k];
+      j["results"].push_back({{"format", r.format}, {"mode", r.mode}, {"nnz", r.nnz}, {"min_bytes", r.min_bytes},
+                              {"floor_us", floor_us}, {"median_event_us", r.event_us},
+                              {"min_event_us", r.min_event_us}, {"median_wall_us", r.wall_us},
+                              {"median_stage_us", stages}, {"median_gpu_us", r.gpu_us}});
     }
     std::filesystem::create_directories(out_dir);
     const auto path = std::filesystem::path(out_dir) / "bench_mask_state.json";

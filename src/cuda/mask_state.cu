@@ -1,7 +1,10 @@
 // build_mask_state_gpu(): mu(M) on the GPU (DESIGN.md section 5); the CPU twin is src/core/mask_state_cpu.cpp.
-// Sequence on the stream: zero the counters; pass 1 (validate, count per row, counters); exclusive scan of the row
-// counts into row_offsets (CUB); copy the counters and the first-error word to pinned host memory; one sync. Then,
-// the mask being valid, pass 2 writes col_indices (sized exactly from the counters) and is left running.
+// Sequence on the stream: zero the counters; pass 1 (validate, count per row, counters; block-CSR: also the copy);
+// exclusive scan of the row counts into row_offsets (CUB); copy the counters and the first-error word to pinned
+// host memory (event); pass 2 (col_indices), launched speculatively before the host waits: it writes only when
+// the counters show no error and the active blocks fit in out.col_indices' capacity, else the host grows the
+// buffer and launches it again once it has read the counters. The host waits for the counters' event only, so
+// pass 2 is left running on the stream and the GPU timeline has no gap for the host round trip.
 // Errors: the device records the smallest (kind, position) key; the host then replays the CPU content check on a
 // host copy of the mask's index arrays, so both paths raise the same Error with the same wording.
 #include <algorithm>
@@ -13,34 +16,10 @@
 #include "cuda/check.cuh"
 #include "cuda/mask_state_common.cuh"
 #include "cuda/mask_state_launch.hpp"
+#include "cuda/mask_state_workspace.hpp"
 #include "tessera/mask_state_gpu.hpp"
 
 namespace tessera {
-
-struct MaskStateWorkspace::Impl {
-  DeviceBuffer scratch;
-  detail::DeviceCounters* host_counters = nullptr;  // pinned
-  int device = -1;
-  int sms = 0;
-  int max_smem_optin = 0;
-
-  ~Impl() {
-    if (host_counters) cudaFreeHost(host_counters);
-  }
-  void ensure_device() {
-    int d = 0;
-    TESSERA_CUDA_CHECK(cudaGetDevice(&d));
-    if (d == device) return;
-    TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d));
-    TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, d));
-    if (!host_counters) {
-      void* p = nullptr;
-      TESSERA_CUDA_CHECK(cudaHostAlloc(&p, sizeof(detail::DeviceCounters), cudaHostAllocDefault));
-      host_counters = static_cast<detail::DeviceCounters*>(p);
-    }
-    device = d;
-  }
-};
 
 MaskStateWorkspace::MaskStateWorkspace() : impl_(std::make_unique<Impl>()) {}
 MaskStateWorkspace::~MaskStateWorkspace() = default;
@@ -89,6 +68,7 @@ void build_mask_state_gpu(const BlockMask& mask, Stream stream, MaskStateWorkspa
     throw Error(ErrorCode::kInvalidArgument, "mask", "build_mask_state_gpu() needs a mask in GPU memory (got cpu)");
   }
   MaskStateWorkspace::Impl& w = workspace.impl();
+  using Stage = MaskStateWorkspace::Impl::Stage;
   w.ensure_device();
   cudaStream_t s = stream;
   const std::int64_t rows = mask.rows();
@@ -129,20 +109,25 @@ void build_mask_state_gpu(const BlockMask& mask, Stream stream, MaskStateWorkspa
   auto* bitmap = reinterpret_cast<std::uint32_t*>(reinterpret_cast<unsigned char*>(row_count) + counts_bytes);
   void* scan_tmp = reinterpret_cast<unsigned char*>(bitmap) + bitmap_bytes;
 
+  w.mark(Stage::kStart, s);
   TESSERA_CUDA_CHECK(cudaMemsetAsync(counters, 0, sizeof(DeviceCounters), s));
   detail::DenseMaskArgs dense{};
   detail::ListMaskArgs lists{};
   detail::CsrMaskArgs csr{};
   switch (mask.format) {
-    case MaskFormat::kDense:
+    case MaskFormat::kDense: {
+      std::int64_t span = 1;
+      for (int d = 0; d < 4; ++d) span += (mask.dense.shape[d] - 1) * mask.dense.stride[d];
       dense = {static_cast<const unsigned char*>(mask.dense.data),
                {mask.dense.stride[0], mask.dense.stride[1], mask.dense.stride[2], mask.dense.stride[3]},
                mask.heads,
                mask.n_qb,
                mask.n_kvb,
-               rows};
+               rows,
+               span};
       detail::launch_dense_count(dense, bitmap, row_count, counters, grid, s);
       break;
+    }
     case MaskFormat::kIndexLists:
       lists = {static_cast<const std::int32_t*>(mask.counts.data), static_cast<const std::int32_t*>(mask.indices.data),
                detail::mask_k_max(mask), mask.n_kvb, rows};
@@ -151,15 +136,39 @@ void build_mask_state_gpu(const BlockMask& mask, Stream stream, MaskStateWorkspa
     case MaskFormat::kBlockCsr:
       csr = {static_cast<const std::int32_t*>(mask.row_offsets.data),
              static_cast<const std::int32_t*>(mask.col_indices.data), mask.col_indices.shape[0], mask.n_kvb, rows};
-      detail::launch_csr_check(csr, counters, grid, s);
+      // The copy is fused into the check: col_indices is sized from the input's nnz, known before any launch.
+      out.col_indices.reserve(static_cast<std::size_t>(csr.nnz) * 4);
+      detail::launch_csr_check(csr, counters, row_offsets, out.col_indices.as<std::int32_t>(), grid, s);
       break;
   }
+  w.mark(Stage::kPass1, s);
   if (mask.format != MaskFormat::kBlockCsr) {
     TESSERA_CUDA_CHECK(
         cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, row_count, row_offsets, static_cast<int>(rows + 1), s));
   }
+  w.mark(Stage::kScan, s);
   TESSERA_CUDA_CHECK(cudaMemcpyAsync(w.host_counters, counters, sizeof(DeviceCounters), cudaMemcpyDeviceToHost, s));
-  TESSERA_CUDA_CHECK(cudaStreamSynchronize(s));
+  TESSERA_CUDA_CHECK(cudaEventRecord(w.counters_ready, s));
+  w.mark(Stage::kCounters, s);
+  if (mask.format == MaskFormat::kBlockCsr) w.mark(Stage::kPass2, s);  // no pass 2: the copy was fused into pass 1
+
+  auto launch_pass2 = [&](const DeviceCounters* guard, long long capacity) {
+    auto* col_indices = out.col_indices.as<std::int32_t>();
+    if (mask.format == MaskFormat::kDense) {
+      detail::launch_dense_emit(dense, bitmap, row_offsets, col_indices, guard, capacity, grid, s);
+    } else {
+      detail::launch_list_emit(lists, row_offsets, col_indices, guard, capacity, grid, warps, smem, s);
+    }
+    w.mark(Stage::kPass2, s);
+  };
+  // Speculative pass 2: its capacity is what out.col_indices holds now (capped so that the int32 offsets of a
+  // mask that passes the device guard are exact).
+  long long speculated = -1;
+  if (mask.format != MaskFormat::kBlockCsr && w.speculative_pass2) {
+    speculated = std::min<long long>(static_cast<long long>(out.col_indices.bytes() / 4), detail::kMaxMaskActiveBlocks);
+    launch_pass2(counters, speculated);
+  }
+  TESSERA_CUDA_CHECK(cudaEventSynchronize(w.counters_ready));
   const DeviceCounters hc = *w.host_counters;
 
   if (hc.error_inv != 0) replay_content_error(mask, ~hc.error_inv, s);
@@ -175,24 +184,13 @@ void build_mask_state_gpu(const BlockMask& mask, Stream stream, MaskStateWorkspa
   c.empty_rows = static_cast<std::int64_t>(hc.empty_rows);
   out.nnz = c.active_blocks;
   out.stats = derive_mask_stats(out.shape, c);
-  out.col_indices.reserve(static_cast<std::size_t>(out.nnz) * 4);
-  auto* col_indices = out.col_indices.as<std::int32_t>();
 
-  switch (mask.format) {
-    case MaskFormat::kDense:
-      detail::launch_dense_emit(dense, bitmap, row_offsets, col_indices, grid, s);
-      break;
-    case MaskFormat::kIndexLists:
-      detail::launch_list_emit(lists, row_offsets, col_indices, grid, warps, smem, s);
-      break;
-    case MaskFormat::kBlockCsr:
-      TESSERA_CUDA_CHECK(cudaMemcpyAsync(row_offsets, csr.row_offsets, static_cast<std::size_t>(rows + 1) * 4,
-                                         cudaMemcpyDeviceToDevice, s));
-      if (out.nnz > 0) {
-        TESSERA_CUDA_CHECK(cudaMemcpyAsync(col_indices, csr.col_indices, static_cast<std::size_t>(out.nnz) * 4,
-                                           cudaMemcpyDeviceToDevice, s));
-      }
-      break;
+  // Pass 2 again (unguarded) when it was not launched or the capacity it was given was short. A grown buffer gets
+  // an eighth of headroom, so that masks of slightly more active blocks still take the speculative path.
+  if (mask.format != MaskFormat::kBlockCsr && out.nnz > speculated) {
+    const auto need = static_cast<std::size_t>(out.nnz) * 4;
+    if (need > out.col_indices.bytes()) out.col_indices.reserve(need + need / 8);
+    launch_pass2(nullptr, 0);
   }
 }
 

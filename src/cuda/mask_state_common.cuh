@@ -104,14 +104,22 @@ template <class WordAt>
 __device__ inline WordCounts count_row_words(WordAt word_at, int n_words, std::uint32_t* store, int lane) {
   WordCounts wc;
   std::uint32_t carry = 0;
-  for (int k0 = 0; k0 < n_words; k0 += 32) {
-    const int k = k0 + lane;
-    const std::uint32_t bits = k < n_words ? word_at(k) : 0u;
-    if (store && k < n_words) store[k] = bits;
-    std::uint32_t prev = __shfl_up_sync(kFullWarp, bits, 1);
+  // 64 words per step: both loads are issued before either is used (a row of up to ~2000 columns in one memory
+  // round trip instead of two dependent ones).
+  for (int k0 = 0; k0 < n_words; k0 += 64) {
+    const int ka = k0 + lane, kb = k0 + 32 + lane;
+    const std::uint32_t a = ka < n_words ? word_at(ka) : 0u;
+    const std::uint32_t b = kb < n_words ? word_at(kb) : 0u;
+    if (store && ka < n_words) store[ka] = a;
+    if (store && kb < n_words) store[kb] = b;
+    std::uint32_t prev = __shfl_up_sync(kFullWarp, a, 1);
     if (lane == 0) prev = carry;
-    wc.add(bits, prev);
-    carry = __shfl_sync(kFullWarp, bits, 31);
+    wc.add(a, prev);
+    carry = __shfl_sync(kFullWarp, a, 31);
+    prev = __shfl_up_sync(kFullWarp, b, 1);
+    if (lane == 0) prev = carry;
+    wc.add(b, prev);
+    carry = __shfl_sync(kFullWarp, b, 31);
   }
   wc.active = warp_sum(wc.active);
   wc.runs = warp_sum(wc.runs);
@@ -120,27 +128,34 @@ __device__ inline WordCounts count_row_words(WordAt word_at, int n_words, std::u
 }
 
 /// Writes the columns of a row given as 32-column words (as in count_row_words) to out[0 ..), ascending.
+/// word_at(k) is called for k < n_words by lane k % 32 (one coalesced load per 32 words). Each non-zero word is
+/// then broadcast and expanded by the whole warp (lane i tests bit i), so every store instruction writes a
+/// contiguous run of out: coalesced, and no loop over the densest word's bits in every lane.
 template <class WordAt>
 __device__ inline void emit_row_words(WordAt word_at, int n_words, int delta, std::int32_t* out, int lane) {
+  const std::uint32_t below = (1u << lane) - 1u;  // lanes < lane
   int written = 0;
   for (int k0 = 0; k0 < n_words; k0 += 32) {
     const int k = k0 + lane;
-    std::uint32_t bits = k < n_words ? word_at(k) : 0u;
-    const int c = __popc(bits);
-    int incl = c;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int t = __shfl_up_sync(kFullWarp, incl, o);
-      if (lane >= o) incl += t;
+    const std::uint32_t mine = k < n_words ? word_at(k) : 0u;
+    std::uint32_t nonzero = __ballot_sync(kFullWarp, mine != 0u);
+    while (nonzero) {
+      const int src = __ffs(static_cast<int>(nonzero)) - 1;
+      nonzero &= nonzero - 1u;
+      const std::uint32_t bits = __shfl_sync(kFullWarp, mine, src);
+      if ((bits >> lane) & 1u) out[written + __popc(bits & below)] = 32 * (k0 + src) - delta + lane;
+      written += __popc(bits);
     }
-    int pos = written + incl - c;
-    const int col0 = 32 * k - delta;
-    while (bits) {
-      out[pos++] = col0 + __ffs(static_cast<int>(bits)) - 1;
-      bits &= bits - 1;
-    }
-    written += __shfl_sync(kFullWarp, incl, 31);
   }
+}
+
+/// Speculative pass 2 (mask_state.cu): true when the block must not write, i.e. pass 1 flagged an error or the
+/// active blocks exceed `capacity` (elements of col_indices; <= 2^31 - 1, so the int32 offsets are exact when it
+/// is false). `guard` null: no guard (the host has read the counters). Uniform over the block.
+__device__ inline bool pass2_skipped(const DeviceCounters* guard, long long capacity) {
+  if (!guard) return false;
+  const volatile DeviceCounters* g = guard;
+  return g->error_inv != 0ull || g->active > static_cast<unsigned long long>(capacity);
 }
 
 }  // namespace tessera::detail

@@ -1,5 +1,5 @@
-// mu(M) from block-CSR: one pass validates offsets and columns (range, strictly increasing) and counts runs; the
-// arrays are already canonical, so mask_state.cu copies them as they are.
+// mu(M) from block-CSR: one pass validates offsets and columns (range, strictly increasing), counts runs and, the
+// arrays being already canonical, copies them as they are into mu(M) on the way (one read, one write).
 #include <climits>
 
 #include "cuda/check.cuh"
@@ -12,7 +12,8 @@ namespace {
 
 constexpr int kWarps = 8;
 
-__global__ void __launch_bounds__(kWarps * 32) csr_check_kernel(CsrMaskArgs a, DeviceCounters* c) {
+__global__ void __launch_bounds__(kWarps * 32) csr_check_kernel(CsrMaskArgs a, DeviceCounters* c,
+                                                                std::int32_t* out_offsets, std::int32_t* out_cols) {
   __shared__ unsigned long long smem[kWarps * 5];
   const int lane = threadIdx.x % 32;
   const std::int64_t warp0 = static_cast<std::int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
@@ -22,6 +23,8 @@ __global__ void __launch_bounds__(kWarps * 32) csr_check_kernel(CsrMaskArgs a, D
     const std::int64_t o0 = __ldg(a.row_offsets + row);
     const std::int64_t o1 = __ldg(a.row_offsets + row + 1);
     if (lane == 0) {
+      out_offsets[row] = static_cast<std::int32_t>(o0);
+      if (row == a.rows - 1) out_offsets[a.rows] = static_cast<std::int32_t>(o1);
       if (row == 0 && o0 != 0) record_error(c, kErrRowOffsets, 0);
       if (o1 < o0) record_error(c, kErrRowOffsets, static_cast<unsigned long long>(row + 1));
       if (row == a.rows - 1 && o1 != a.nnz) record_error(c, kErrRowOffsets, static_cast<unsigned long long>(a.rows));
@@ -32,6 +35,7 @@ __global__ void __launch_bounds__(kWarps * 32) csr_check_kernel(CsrMaskArgs a, D
     if (ok) {
       for (std::int64_t p = o0 + lane; p < o1; p += 32) {
         const std::int32_t col = __ldg(a.col_indices + p);
+        out_cols[p] = col;
         const std::int32_t prev = p > o0 ? __ldg(a.col_indices + p - 1) : INT_MIN;
         if (col < 0 || col >= a.n_kvb || (p > o0 && col <= prev)) {
           record_error(c, kErrColumns, static_cast<unsigned long long>(p));
@@ -52,8 +56,9 @@ __global__ void __launch_bounds__(kWarps * 32) csr_check_kernel(CsrMaskArgs a, D
 
 }  // namespace
 
-void launch_csr_check(const CsrMaskArgs& a, DeviceCounters* c, int grid, cudaStream_t s) {
-  csr_check_kernel<<<grid, kWarps * 32, 0, s>>>(a, c);
+void launch_csr_check(const CsrMaskArgs& a, DeviceCounters* c, std::int32_t* out_offsets, std::int32_t* out_cols,
+                      int grid, cudaStream_t s) {
+  csr_check_kernel<<<grid, kWarps * 32, 0, s>>>(a, c, out_offsets, out_cols);
   TESSERA_CUDA_CHECK_LAUNCH();
 }
 

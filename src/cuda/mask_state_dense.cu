@@ -16,15 +16,27 @@ __device__ inline std::uint32_t nonzero4(std::uint32_t w) {
   return ((m * 0x00204081u) >> 21) & 0xFu;
 }
 
-/// Bits of the 16 bytes at `p` (16-byte aligned), restricted to [lo, hi).
-__device__ inline std::uint32_t load16(const unsigned char* p, const unsigned char* lo, const unsigned char* hi) {
-  if (p >= lo && p + 16 <= hi) {
+/// Bits [lo, hi) of a 16-bit word, lo and hi clamped to [0, 16].
+__device__ inline std::uint32_t bit_range16(std::int64_t lo, std::int64_t hi) {
+  const int l = lo < 0 ? 0 : lo > 16 ? 16 : static_cast<int>(lo);
+  const int h = hi < 0 ? 0 : hi > 16 ? 16 : static_cast<int>(hi);
+  return h > l ? (1u << h) - (1u << l) : 0u;
+}
+
+/// Bits of the 16 bytes at `p` (16-byte aligned) that lie in the row [r_lo, r_hi). One 16-byte load whenever the
+/// 16 bytes lie inside the tensor's span [t_lo, t_hi) (bytes of neighbouring rows or padding are then read and
+/// masked off); byte loads only at the two ends of the span.
+__device__ inline std::uint32_t load16(const unsigned char* p, const unsigned char* t_lo, const unsigned char* t_hi,
+                                       const unsigned char* r_lo, const unsigned char* r_hi) {
+  const std::uint32_t keep = bit_range16(r_lo - p, r_hi - p);
+  if (keep == 0u) return 0u;
+  if (p >= t_lo && p + 16 <= t_hi) {
     const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
-    return nonzero4(v.x) | nonzero4(v.y) << 4 | nonzero4(v.z) << 8 | nonzero4(v.w) << 12;
+    return (nonzero4(v.x) | nonzero4(v.y) << 4 | nonzero4(v.z) << 8 | nonzero4(v.w) << 12) & keep;
   }
   std::uint32_t r = 0;
   for (int i = 0; i < 16; ++i) {
-    if (p + i >= lo && p + i < hi && __ldg(p + i) != 0) r |= 1u << i;
+    if ((keep >> i & 1u) && __ldg(p + i) != 0) r |= 1u << i;
   }
   return r;
 }
@@ -64,10 +76,11 @@ __global__ void __launch_bounds__(kWarps * 32) dense_count_kernel(DenseMaskArgs 
     if constexpr (kContiguous) {
       const unsigned char* a0 = g.row - g.delta;
       const unsigned char* hi = g.row + a.n_kvb;
+      const unsigned char* t_hi = a.data + a.span;
       wc = count_row_words(
           [&](int k) {
             const unsigned char* p = a0 + 32 * static_cast<std::int64_t>(k);
-            return load16(p, g.row, hi) | load16(p + 16, g.row, hi) << 16;
+            return load16(p, a.data, t_hi, g.row, hi) | load16(p + 16, a.data, t_hi, g.row, hi) << 16;
           },
           g.n_words, bitmap + row * wpr, lane);
     } else {
@@ -103,7 +116,9 @@ __global__ void __launch_bounds__(kWarps * 32) dense_count_kernel(DenseMaskArgs 
 template <bool kContiguous>
 __global__ void __launch_bounds__(kWarps * 32) dense_emit_kernel(DenseMaskArgs a, const std::uint32_t* bitmap,
                                                                  const std::int32_t* row_offsets,
-                                                                 std::int32_t* col_indices) {
+                                                                 std::int32_t* col_indices,
+                                                                 const DeviceCounters* guard, long long capacity) {
+  if (pass2_skipped(guard, capacity)) return;
   const int lane = threadIdx.x % 32;
   const std::int64_t wpr = dense_words_per_row(a.n_kvb);
   const std::int64_t warp0 = static_cast<std::int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
@@ -130,11 +145,12 @@ void launch_dense_count(const DenseMaskArgs& a, std::uint32_t* bitmap, std::int3
 }
 
 void launch_dense_emit(const DenseMaskArgs& a, const std::uint32_t* bitmap, const std::int32_t* row_offsets,
-                       std::int32_t* col_indices, int grid, cudaStream_t s) {
+                       std::int32_t* col_indices, const DeviceCounters* guard, long long capacity, int grid,
+                       cudaStream_t s) {
   if (contiguous_cols(a)) {
-    dense_emit_kernel<true><<<grid, kWarps * 32, 0, s>>>(a, bitmap, row_offsets, col_indices);
+    dense_emit_kernel<true><<<grid, kWarps * 32, 0, s>>>(a, bitmap, row_offsets, col_indices, guard, capacity);
   } else {
-    dense_emit_kernel<false><<<grid, kWarps * 32, 0, s>>>(a, bitmap, row_offsets, col_indices);
+    dense_emit_kernel<false><<<grid, kWarps * 32, 0, s>>>(a, bitmap, row_offsets, col_indices, guard, capacity);
   }
   TESSERA_CUDA_CHECK_LAUNCH();
 }

@@ -13,6 +13,7 @@ struct DenseMaskArgs {
   const unsigned char* data;
   std::int64_t stride[4];
   std::int64_t heads, n_qb, n_kvb, rows;
+  std::int64_t span;  ///< bytes from data to one past the last element (1 + sum of (shape - 1) * stride)
 };
 
 /// Bitmap words per row used by the dense path (row start aligned down to 16 bytes: up to 15 leading columns).
@@ -22,9 +23,12 @@ __host__ __device__ inline std::int64_t dense_words_per_row(std::int64_t n_kvb) 
 /// row_count[row] (row_count[rows] = 0), counters. `grid` blocks of 256 threads (grid-stride over rows).
 void launch_dense_count(const DenseMaskArgs& a, std::uint32_t* bitmap, std::int32_t* row_count, DeviceCounters* c,
                         int grid, cudaStream_t s);
-/// Pass 2 (dense): columns of each row from `bitmap` into col_indices at row_offsets[row].
+/// Pass 2 (dense): columns of each row from `bitmap` into col_indices at row_offsets[row]. With `guard` set
+/// (speculative launch before the host has read the counters), nothing is written when the counters show an error
+/// or more than `capacity` active blocks.
 void launch_dense_emit(const DenseMaskArgs& a, const std::uint32_t* bitmap, const std::int32_t* row_offsets,
-                       std::int32_t* col_indices, int grid, cudaStream_t s);
+                       std::int32_t* col_indices, const DeviceCounters* guard, long long capacity, int grid,
+                       cudaStream_t s);
 
 /// Index lists: counts [rows], indices [rows, k_max], int32, contiguous.
 struct ListMaskArgs {
@@ -40,8 +44,10 @@ void list_launch_shape(std::int64_t n_kvb, int max_smem, int& warps, int& smem_b
 void launch_list_count(const ListMaskArgs& a, std::int32_t* row_count, DeviceCounters* c, int grid, int warps,
                        int smem_bytes, cudaStream_t s);
 /// Pass 2 (index lists): each row sorted (through a shared-memory bitmap) into col_indices at row_offsets[row].
-void launch_list_emit(const ListMaskArgs& a, const std::int32_t* row_offsets, std::int32_t* col_indices, int grid,
-                      int warps, int smem_bytes, cudaStream_t s);
+/// `guard`, `capacity`: as launch_dense_emit().
+void launch_list_emit(const ListMaskArgs& a, const std::int32_t* row_offsets, std::int32_t* col_indices,
+                      const DeviceCounters* guard, long long capacity, int grid, int warps, int smem_bytes,
+                      cudaStream_t s);
 
 /// Block-CSR: row_offsets [rows + 1], col_indices [nnz], int32, contiguous.
 struct CsrMaskArgs {
@@ -50,7 +56,9 @@ struct CsrMaskArgs {
   std::int64_t nnz, n_kvb, rows;
 };
 
-/// The only pass (block-CSR): validation of offsets and columns, counters. The arrays are then copied as they are.
-void launch_csr_check(const CsrMaskArgs& a, DeviceCounters* c, int grid, cudaStream_t s);
+/// The only pass (block-CSR): validation of offsets and columns, counters, and the copy of both arrays as they
+/// are into out_offsets [rows + 1] and out_cols [nnz] (unspecified contents when the mask is invalid).
+void launch_csr_check(const CsrMaskArgs& a, DeviceCounters* c, std::int32_t* out_offsets, std::int32_t* out_cols,
+                      int grid, cudaStream_t s);
 
 }  // namespace tessera::detail

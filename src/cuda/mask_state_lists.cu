@@ -60,7 +60,9 @@ __global__ void list_count_kernel(ListMaskArgs a, std::int32_t* row_count, Devic
   block_flush(w, c, smem);
 }
 
-__global__ void list_emit_kernel(ListMaskArgs a, const std::int32_t* row_offsets, std::int32_t* col_indices) {
+__global__ void list_emit_kernel(ListMaskArgs a, const std::int32_t* row_offsets, std::int32_t* col_indices,
+                                 const DeviceCounters* guard, long long capacity) {
+  if (pass2_skipped(guard, capacity)) return;
   extern __shared__ std::uint32_t dyn[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   const int words = list_words(a);
@@ -96,10 +98,11 @@ void launch_list_count(const ListMaskArgs& a, std::int32_t* row_count, DeviceCou
   TESSERA_CUDA_CHECK_LAUNCH();
 }
 
-void launch_list_emit(const ListMaskArgs& a, const std::int32_t* row_offsets, std::int32_t* col_indices, int grid,
-                      int warps, int smem_bytes, cudaStream_t s) {
+void launch_list_emit(const ListMaskArgs& a, const std::int32_t* row_offsets, std::int32_t* col_indices,
+                      const DeviceCounters* guard, long long capacity, int grid, int warps, int smem_bytes,
+                      cudaStream_t s) {
   set_smem(reinterpret_cast<const void*>(&list_emit_kernel), smem_bytes);
-  list_emit_kernel<<<grid, warps * 32, smem_bytes, s>>>(a, row_offsets, col_indices);
+  list_emit_kernel<<<grid, warps * 32, smem_bytes, s>>>(a, row_offsets, col_indices, guard, capacity);
   TESSERA_CUDA_CHECK_LAUNCH();
 }
 

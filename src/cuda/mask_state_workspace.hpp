@@ -1,0 +1,53 @@
+#pragma once
+// MaskStateWorkspace::Impl (src/cuda/mask_state.cu), visible to the benchmark for its per-stage timing hooks.
+#include <cuda_runtime.h>
+
+#include "cuda/check.cuh"
+#include "cuda/mask_state_common.cuh"
+#include "tessera/mask_state_gpu.hpp"
+
+namespace tessera {
+
+struct MaskStateWorkspace::Impl {
+  /// Stage boundaries of one call, recorded on its stream when `stage_events` is set (benchmarks only).
+  enum Stage { kStart = 0, kPass1, kScan, kCounters, kPass2, kStages };
+
+  DeviceBuffer scratch;
+  detail::DeviceCounters* host_counters = nullptr;  // pinned
+  cudaEvent_t counters_ready = nullptr;             // recorded after the counters' device-to-host copy
+  int device = -1;
+  int sms = 0;
+  int max_smem_optin = 0;
+  /// Pass 2 is enqueued before the host waits for the counters, guarded on the device by the counters and by
+  /// out.col_indices' capacity; the host relaunches it only when the capacity was short. False: pass 2 after the
+  /// host has read the counters (the pre-speculation sequence; benchmarks compare the two).
+  bool speculative_pass2 = true;
+  /// Benchmarks: kStages events recorded at the stage boundaries (null: none recorded).
+  cudaEvent_t* stage_events = nullptr;
+
+  ~Impl() {
+    if (host_counters) cudaFreeHost(host_counters);
+    if (counters_ready) cudaEventDestroy(counters_ready);
+  }
+  void ensure_device() {
+    int d = 0;
+    TESSERA_CUDA_CHECK(cudaGetDevice(&d));
+    if (d == device) return;
+    TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d));
+    TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&max_smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, d));
+    if (!host_counters) {
+      void* p = nullptr;
+      TESSERA_CUDA_CHECK(cudaHostAlloc(&p, sizeof(detail::DeviceCounters), cudaHostAllocDefault));
+      host_counters = static_cast<detail::DeviceCounters*>(p);
+    }
+    if (counters_ready) TESSERA_CUDA_CHECK(cudaEventDestroy(counters_ready));
+    counters_ready = nullptr;
+    TESSERA_CUDA_CHECK(cudaEventCreateWithFlags(&counters_ready, cudaEventDisableTiming));
+    device = d;
+  }
+  void mark(Stage s, cudaStream_t stream) const {
+    if (stage_events) TESSERA_CUDA_CHECK(cudaEventRecord(stage_events[s], stream));
+  }
+};
+
+}  // namespace tessera
