@@ -1,0 +1,28 @@
+#pragma once
+/// @file runtime_cpu.hpp
+/// The execution path where no GPU exists (DESIGN.md section 5): the same selection as the GPU runtime, the CPU
+/// twins of launch preparation, and the float64 CPU plan executor. Slow (float64, one core per call); exact.
+#include <string>
+
+#include "tessera/request.hpp"
+#include "tessera/runtime.hpp"
+
+namespace tessera {
+
+/// Options of run_cpu().
+struct CpuRunOptions {
+  /// Architecture whose plan table and catalog drive the selection ("sm90a" = H100/H200).
+  std::string arch = "sm90a";
+  /// Run this plan id instead of selecting one ("" = select). Must be eligible, else Error(kInvalidArgument, "plan_id").
+  std::string plan_id;
+  /// Use the embedded plan table of `arch` when there is one (else the documented default plan).
+  bool use_plan_table = true;
+};
+
+/// Computes E(M) for `request` whose tensors (and mask) are in CPU memory; q/k/v any of f16, bf16, f32, f64;
+/// o any floating dtype (rounded once from float64); lse optional (f32 or f64). Validates first
+/// (validate_request with reference dtypes allowed): errors name the argument and nothing is written.
+/// Returns what ran (plan id, regime, source, mask statistics; timings are host times).
+DispatchInfo run_cpu(const AttentionRequest& request, const CpuRunOptions& options = {});
+
+}  // namespace tessera

@@ -1,0 +1,97 @@
+// The CPU execution path: selection as on the GPU, CPU launch preparation, float64 plan executor.
+#include "tessera/runtime_cpu.hpp"
+
+#include <chrono>
+
+#include "core/catalog.hpp"
+#include "core/embedded_tables.hpp"
+#include "core/launch_prep.hpp"
+#include "core/plan_table.hpp"
+#include "core/selector.hpp"
+#include "cpu/plan_executor.hpp"
+#include "tessera/error.hpp"
+#include "tessera/mask_state.hpp"
+
+namespace tessera {
+
+namespace {
+
+Arch parse_arch(const std::string& name) {
+  for (Arch a : {Arch::kSm80, Arch::kSm86, Arch::kSm89, Arch::kSm90a, Arch::kSm120})
+    if (arch_name(a) == name) return a;
+  throw Error(ErrorCode::kInvalidArgument, "arch", "unknown architecture '" + name + "' (expected sm80, sm86, sm89, sm90a or sm120)");
+}
+
+double us_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+DispatchInfo run_cpu(const AttentionRequest& request, const CpuRunOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ValidateOptions vo;
+  vo.allow_reference_dtypes = true;
+  const ProblemShape shape = validate_request(request, vo);
+  if (request.q.device != Device::kCpu || request.mask.rows() < 0)
+    throw Error(ErrorCode::kInvalidArgument, "q", "run_cpu needs tensors in CPU memory");
+  const HostMaskState mask = build_mask_state_cpu(request.mask);
+
+  EligibilityRequest er;
+  er.arch = parse_arch(options.arch);
+  er.dtype = (request.q.dtype == DType::kFloat16) ? DType::kFloat16 : DType::kBFloat16;  // the kernel dtype to mimic
+  er.head_dim = static_cast<int>(shape.head_dim);
+  er.block_q = request.geometry.block_q;
+  er.block_kv = request.geometry.block_kv;
+  er.mask_format = request.mask.format;
+
+  DispatchInfo info;
+  info.stats = mask.stats;
+  const auto ts = std::chrono::steady_clock::now();
+  Plan plan;
+  if (!options.plan_id.empty()) {
+    plan = parse_plan_id(options.plan_id);
+    const CatalogEntry* e = find_plan_entry(plan);
+    if (!e) throw Error(ErrorCode::kInvalidArgument, "plan_id", "no catalog entry runs '" + options.plan_id + "'");
+    const Eligibility el = eligible(plan, *e, er);
+    if (!el) throw Error(ErrorCode::kInvalidArgument, "plan_id", "'" + options.plan_id + "' is not eligible: " + el.reason);
+    info.plan_id = plan_id(plan);
+    info.source = "forced";
+    info.regime = request_key(er).str() + "/forced";
+  } else {
+    PlanTable table;
+    const PlanTable* table_ptr = nullptr;
+    const std::string_view js = options.use_plan_table ? embedded_plan_table(options.arch) : std::string_view{};
+    if (!js.empty()) {
+      try {
+        table = plan_table_from_json(std::string(js), std::string(catalog_version()));
+        table_ptr = &table;
+      } catch (const Error&) {
+        table_ptr = nullptr;  // documented fallback: default plans
+      }
+    }
+    const FeatureVector f = make_features(shape.batch, shape.heads_q, shape.n_q, mask.stats);
+    const Selection s = select_plan(catalog(), table_ptr, er, f);
+    plan = s.plan;
+    info.plan_id = s.plan_id;
+    info.source = selection_source_name(s.source);
+    info.regime = s.regime;
+    info.ranks_skipped = s.ranks_skipped;
+  }
+  info.host_select_us = us_since(ts);
+
+  PrepProblem prob;
+  prob.batch = shape.batch;
+  prob.heads_q = shape.heads_q;
+  prob.heads_kv = shape.heads_kv;
+  prob.n_q = shape.n_q;
+  prob.n_kv = shape.n_kv;
+  prob.head_dim = shape.head_dim;
+  const HostTileMetadata md = prepare_plan_cpu(plan, mask, prob);
+  execute_plan_cpu(md, request.q, request.k, request.v, request.o, request.lse, request.effective_scale());
+  info.host_dispatch_us = us_since(t0);
+  info.total_ms = info.host_dispatch_us / 1000.0;
+  return info;
+}
+
+}  // namespace tessera
