@@ -107,7 +107,8 @@ __device__ __forceinline__ void load_kv_rows(std::uint32_t dst, const typename C
     for (int k = 0; k < RC::kPasses; ++k) {
       if (RC::kRagged && r0 + k * RC::kRowStep >= Cfg::TKV) break;
       const bool ok = k * RC::kRowStep < rows_left;
-      ptx::cp_async_16_zfill(dst + RC::offset(off0, r0, c, k), ok ? g : base, ok);
+      // Rows past N: any valid-looking address (src-size 0 reads nothing); p.k comes from the constant bank.
+      ptx::cp_async_16_zfill(dst + RC::offset(off0, r0, c, k), ok ? g : static_cast<const T*>(p.k), ok);
       g += step;
     }
   }
