@@ -8,7 +8,7 @@ arch=${1:-sm_90a}
 filter=${2:-.}
 nvcc=${NVCC:-nvcc}
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp"' EXIT; [[ -n ${KEEP_LOG:-} ]] && trap - EXIT
 root=$(pwd)
 re='^TESSERA_CATALOG_ENTRY\("([^"]+)", *Mma, *(BFloat16|Float16), *([0-9]+), *([0-9]+), *([0-9]+), *([0-9]+), *([0-9]+)\)'
 
