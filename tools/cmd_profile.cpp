@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <fstream>
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include "commands.hpp"
@@ -13,6 +15,8 @@
 #include "cuda/check.cuh"
 #include "gpu_case.hpp"
 #include "tessera/error.hpp"
+#include "tessera/mask_state_gpu.hpp"
+#include "tessera/reference.hpp"
 #include "tessera/runtime.hpp"
 #include "tessera_corpus/family.hpp"
 

@@ -10,6 +10,8 @@ void add_inspect_command(CLI::App& app);
 void add_masks_command(CLI::App& app);
 void add_inspect_mask_command(CLI::App& app);
 void add_run_command(CLI::App& app);
+void add_profile_command(CLI::App& app);
+void add_compile_table_command(CLI::App& app);
 
 /// Registers every subcommand (add new ones here).
 inline void register_commands(CLI::App& app) {
@@ -18,6 +20,8 @@ inline void register_commands(CLI::App& app) {
   add_masks_command(app);
   add_inspect_mask_command(app);
   add_run_command(app);
+  add_profile_command(app);
+  add_compile_table_command(app);
 }
 
 }  // namespace tessera::tools

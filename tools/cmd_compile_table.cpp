@@ -1,0 +1,87 @@
+// `tessera compile-table`: profile records -> plan table artifact (docs/selection.md), with the regret on the
+// evaluation split against the fastest measured plan, and the speedup over Direct.
+#include <fmt/core.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "commands.hpp"
+#include "core/catalog.hpp"
+#include "core/table_compiler.hpp"
+#include "tessera/error.hpp"
+
+namespace tessera::tools {
+
+namespace {
+
+struct CompileArgs {
+  std::string in = "profile.jsonl";
+  std::string out = "plan_table.json";
+  std::string arch = "sm90a";
+  std::string gpu_name;
+  int min_leaf = 32;
+  int max_depth = 6;
+};
+
+void run_compile(const CompileArgs& a) {
+  std::ifstream in(a.in);
+  if (!in) throw Error(ErrorCode::kIoError, "--in", "cannot read '" + a.in + "'");
+  std::vector<ProfileRecord> records;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty()) continue;
+    try {
+      records.push_back(profile_record_from_json(line));
+    } catch (const Error& e) {
+      throw Error(ErrorCode::kFormatError, "--in", fmt::format("{} line {}: {}", a.in, line_no, e.message()));
+    }
+  }
+  CompileOptions opt;
+  opt.min_leaf_cases = a.min_leaf;
+  opt.max_depth = a.max_depth;
+  std::map<std::string, std::string> direct;
+  for (const ProfileRecord& r : records) {
+    if (r.role == "default") opt.base_plans[r.key] = r.plan;
+    if (r.role == "direct") direct[r.key] = r.plan;
+  }
+  std::vector<KeyReport> reports;
+  PlanTable table = compile_plan_table(records, opt, &reports);
+  table.catalog_version = std::string(catalog_version());
+  table.arch = a.arch;
+  table.gpu_name = a.gpu_name;
+  std::ofstream(a.out) << plan_table_to_json(table) << "\n";
+  fmt::print("{} records; {} keys -> {}\n", records.size(), table.trees.size(), a.out);
+  fmt::print("{:<28} {:>6} {:>6} {:>7}  {}\n", "key", "cases", "depth", "leaves", "cv log-regret by depth");
+  for (const KeyReport& k : reports) {
+    std::string cv;
+    for (double x : k.cv_log_regret) cv += fmt::format("{:.4f} ", x);
+    fmt::print("{:<28} {:>6} {:>6} {:>7}  {}\n", k.key, k.cases, k.chosen_depth, k.leaves, cv.empty() ? "(one source: no CV)" : cv);
+  }
+  std::vector<ProfileRecord> eval;
+  for (const ProfileRecord& r : records)
+    if (r.split == "eval") eval.push_back(r);
+  const RegretReport rep = evaluate_plan_table(table, eval, direct);
+  fmt::print("evaluation split: {} cases ({} with no tree for their key)\n", rep.cases, rep.cases_missing_key);
+  fmt::print("regret vs fastest measured plan: geomean {:.4f}, P95 {:.4f}, P99 {:.4f}, max {:.4f}\n", rep.geomean_regret,
+             rep.p95_regret, rep.p99_regret, rep.max_regret);
+  fmt::print("kernel speedup of the selected plan over Direct (T = B): geomean {:.3f}x over {} cases\n",
+             rep.geomean_speedup_over_direct, rep.direct_cases);
+}
+
+}  // namespace
+
+void add_compile_table_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("compile-table", "Compile profile records into a plan table artifact");
+  auto a = std::make_shared<CompileArgs>();
+  cmd->add_option("--in", a->in, "Profile records (JSON lines from `tessera profile`)");
+  cmd->add_option("--out", a->out, "Plan table artifact to write (JSON)");
+  cmd->add_option("--arch", a->arch, "Architecture the records were profiled on");
+  cmd->add_option("--gpu-name", a->gpu_name, "GPU name to record in the artifact");
+  cmd->add_option("--min-leaf", a->min_leaf, "Minimum cases per leaf")->check(CLI::Range(1, 100000));
+  cmd->add_option("--max-depth", a->max_depth, "Largest tree depth tried by cross-validation")->check(CLI::Range(0, 16));
+  cmd->callback([a] { run_compile(*a); });
+}
+
+}  // namespace tessera::tools
