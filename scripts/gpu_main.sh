@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One GPU-machine session of the whole pipeline, in phases with time limits (logs and JSON under $OUT):
+#   build + all GPU tests (scripts/gpu_check.sh), memcheck on a subset, the kernel benchmark against
+#   FlexAttention, `tessera profile` on corpus cases, `tessera compile-table`, a rebuild with the new table
+#   embedded, the main job `tessera run`, and the launch-preparation benchmark.
+# Knobs: PROFILE_CASES (per family and split), RUN_CASES (per family), PHASES (subset of the phase names).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
+PHASES="${PHASES:-test bench profile run}"
+has() { [[ " $PHASES " == *" $1 "* ]]; }
+T0=$(date +%s); stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+scripts/gpu_check.sh $(has test || echo "-R ^none$") ; stamp "gpu_check rc=$?"
+B=build/gpu/bin
+if has test; then
+  timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 build/gpu/tests/tessera_tests_gpu \
+    --gtest_filter='LaunchPrepGpu.Wan*:Catalog/MmaAttention.*/mma_bf16_d128_t64x64_w4_s2' > "$OUT/memcheck.log" 2>&1
+  stamp "memcheck rc=$?"; tail -2 "$OUT/memcheck.log"
+fi
+if has bench; then
+  timeout 150 $B/bench_mma_attention --out "$OUT" --data /tmp/tessera_bench > "$OUT/bench_mma_attention.log" 2>&1
+  timeout 120 python3 bench/flex_vs_tessera.py --tessera "$OUT/tessera_mma_bench.json" --data /tmp/tessera_bench \
+    --out "$OUT/flex_vs_tessera.json" > "$OUT/flex.log" 2>&1
+  stamp "bench rc=$?"; grep -v Warning "$OUT/flex.log" | tail -16
+  timeout 30 $B/bench_launch_prep --out "$OUT" > "$OUT/bench_launch_prep.log" 2>&1; tail -22 "$OUT/bench_launch_prep.log"
+fi
+if has profile; then
+  timeout 170 $B/tessera profile --out "$OUT/profile.jsonl" --cases-per-split "${PROFILE_CASES:-2}" > "$OUT/profile.log" 2>&1
+  stamp "profile rc=$?"; tail -3 "$OUT/profile.log"
+  $B/tessera compile-table --in "$OUT/profile.jsonl" --out src/core/plan_tables/sm90a.json --gpu-name "NVIDIA H200" \
+    | tee "$OUT/compile_table.log"
+  cp src/core/plan_tables/sm90a.json "$OUT/sm90a.json"
+  cmake --build --preset gpu -j 16 --target tessera_cli > "$OUT/rebuild.log" 2>&1; stamp "rebuild rc=$?"
+fi
+if has run; then
+  timeout 150 $B/tessera run --cases-per-family "${RUN_CASES:-1}" --json "$OUT/tessera_run.json" > "$OUT/tessera_run.log" 2>&1
+  stamp "run rc=$?"; tail -16 "$OUT/tessera_run.log"
+fi
