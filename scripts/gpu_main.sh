@@ -25,7 +25,8 @@ if has bench; then
   timeout 30 $B/bench_launch_prep --out "$OUT" > "$OUT/bench_launch_prep.log" 2>&1; tail -22 "$OUT/bench_launch_prep.log"
 fi
 if has profile; then
-  timeout 170 $B/tessera profile --out "$OUT/profile.jsonl" --cases-per-split "${PROFILE_CASES:-2}" > "$OUT/profile.log" 2>&1
+  timeout "${PROFILE_SECONDS:-170}" $B/tessera profile --out "$OUT/profile.jsonl" --cases-per-split "${PROFILE_CASES:-2}" \
+    --reps "${PROFILE_REPS:-3}" > "$OUT/profile.log" 2>&1
   stamp "profile rc=$?"; tail -3 "$OUT/profile.log"
   $B/tessera compile-table --in "$OUT/profile.jsonl" --out src/core/plan_tables/sm90a.json --gpu-name "NVIDIA H200" \
     | tee "$OUT/compile_table.log"
@@ -36,3 +37,10 @@ if has run; then
   timeout 150 $B/tessera run --cases-per-family "${RUN_CASES:-1}" --json "$OUT/tessera_run.json" > "$OUT/tessera_run.log" 2>&1
   stamp "run rc=$?"; tail -16 "$OUT/tessera_run.log"
 fi
+if has python && [ -d python/tests ]; then
+  PYTHONPATH="$PWD/build/gpu/python:$PWD/python" timeout 120 python3 -m pytest -q python/tests > "$OUT/pytest.log" 2>&1
+  stamp "pytest rc=$?"; tail -15 "$OUT/pytest.log"
+fi
+# The device tool returns at most 8 files: pack everything into one archive (plus the small summary logs).
+tar czf /tmp/all.tgz -C "$OUT" . && mv /tmp/all.tgz "$OUT/all.tgz"
+find "$OUT" -maxdepth 1 -type f ! -name all.tgz ! -name compile_table.log ! -name flex.log ! -name ctest.log -delete
