@@ -7,6 +7,7 @@
 #include "core/embedded_tables.hpp"
 #include "core/launch_prep.hpp"
 #include "core/plan_table.hpp"
+#include "core/request_plan.hpp"
 #include "core/selector.hpp"
 #include "cpu/plan_executor.hpp"
 #include "tessera/error.hpp"
@@ -37,24 +38,16 @@ DispatchInfo run_cpu(const AttentionRequest& request, const CpuRunOptions& optio
     throw Error(ErrorCode::kInvalidArgument, "q", "run_cpu needs tensors in CPU memory");
   const HostMaskState mask = build_mask_state_cpu(request.mask);
 
-  EligibilityRequest er;
-  er.arch = parse_arch(options.arch);
-  er.dtype = (request.q.dtype == DType::kFloat16) ? DType::kFloat16 : DType::kBFloat16;  // the kernel dtype to mimic
-  er.head_dim = static_cast<int>(shape.head_dim);
-  er.block_q = request.geometry.block_q;
-  er.block_kv = request.geometry.block_kv;
-  er.mask_format = request.mask.format;
+  // The kernel dtype to mimic: f16 inputs select f16 kernels, everything else bf16 kernels.
+  const DType kernel_dtype = request.q.dtype == DType::kFloat16 ? DType::kFloat16 : DType::kBFloat16;
+  const EligibilityRequest er = eligibility_request(parse_arch(options.arch), request, shape, kernel_dtype);
 
   DispatchInfo info;
   info.stats = mask.stats;
   const auto ts = std::chrono::steady_clock::now();
   Plan plan;
   if (!options.plan_id.empty()) {
-    plan = parse_plan_id(options.plan_id);
-    const CatalogEntry* e = find_plan_entry(plan);
-    if (!e) throw Error(ErrorCode::kInvalidArgument, "plan_id", "no catalog entry runs '" + options.plan_id + "'");
-    const Eligibility el = eligible(plan, *e, er);
-    if (!el) throw Error(ErrorCode::kInvalidArgument, "plan_id", "'" + options.plan_id + "' is not eligible: " + el.reason);
+    plan = checked_forced_plan(options.plan_id, catalog(), er);
     info.plan_id = plan_id(plan);
     info.source = "forced";
     info.regime = request_key(er).str() + "/forced";
@@ -80,14 +73,7 @@ DispatchInfo run_cpu(const AttentionRequest& request, const CpuRunOptions& optio
   }
   info.host_select_us = us_since(ts);
 
-  PrepProblem prob;
-  prob.batch = shape.batch;
-  prob.heads_q = shape.heads_q;
-  prob.heads_kv = shape.heads_kv;
-  prob.n_q = shape.n_q;
-  prob.n_kv = shape.n_kv;
-  prob.head_dim = shape.head_dim;
-  const HostTileMetadata md = prepare_plan_cpu(plan, mask, prob);
+  const HostTileMetadata md = prepare_plan_cpu(plan, mask, prep_problem(shape));
   execute_plan_cpu(md, request.q, request.k, request.v, request.o, request.lse, request.effective_scale());
   info.host_dispatch_us = us_since(t0);
   info.total_ms = info.host_dispatch_us / 1000.0;

@@ -11,6 +11,7 @@
 #include "core/catalog.hpp"
 #include "core/embedded_tables.hpp"
 #include "core/plan_table.hpp"
+#include "core/request_plan.hpp"
 #include "core/selector.hpp"
 #include "cuda/check.cuh"
 #include "cuda/launch_prep_gpu.hpp"
@@ -83,24 +84,7 @@ struct Runtime::Impl {
   }
 
   EligibilityRequest eligibility_request(const AttentionRequest& r, const ProblemShape& s) const {
-    EligibilityRequest er;
-    er.arch = arch;
-    er.dtype = r.q.dtype;
-    er.head_dim = static_cast<int>(s.head_dim);
-    er.block_q = r.geometry.block_q;
-    er.block_kv = r.geometry.block_kv;
-    er.mask_format = r.mask.format;
-    er.max_workspace_bytes = options.max_workspace_bytes;
-    return er;
-  }
-
-  Plan forced_plan(const std::string& id, const EligibilityRequest& er) const {
-    const Plan p = parse_plan_id(id);
-    const CatalogEntry* e = find_plan_entry(p, entries);
-    if (!e) throw Error(ErrorCode::kInvalidArgument, "plan_id", "'" + id + "' runs on a kernel this build did not compile");
-    const Eligibility el = eligible(p, *e, er);
-    if (!el) throw Error(ErrorCode::kInvalidArgument, "plan_id", "'" + id + "' is not eligible: " + el.reason);
-    return p;
+    return tessera::eligibility_request(arch, r, s, r.q.dtype, options.max_workspace_bytes);
   }
 
   kernels::AttentionParams params(const AttentionRequest& r, const ProblemShape& s) {
@@ -228,7 +212,7 @@ void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptio
 
     const auto ts = Clock::now();
     if (!options.plan_id.empty()) {
-      m.plan = m.forced_plan(options.plan_id, er);
+      m.plan = checked_forced_plan(options.plan_id, m.entries, er);
       info.plan_id = plan_id(m.plan);
       info.source = "forced";
       info.regime = request_key(er).str() + "/forced";
@@ -243,19 +227,10 @@ void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptio
     }
     info.host_select_us = us_between(ts, Clock::now());
 
-    PrepProblem prob;
-    prob.batch = shape.batch;
-    prob.heads_q = shape.heads_q;
-    prob.heads_kv = shape.heads_kv;
-    prob.n_q = shape.n_q;
-    prob.n_kv = shape.n_kv;
-    prob.head_dim = shape.head_dim;
-    const auto tp = Clock::now();
-    enqueue_prepare_plan_gpu(m.plan, m.mask_state, prob, stream, m.metadata);
+    enqueue_prepare_plan_gpu(m.plan, m.mask_state, prep_problem(shape), stream, m.metadata);
     const auto tf = Clock::now();
-    finish_prepare_plan_gpu(m.metadata, stream);
+    finish_prepare_plan_gpu(m.metadata, stream);  // copies four totals back: one synchronization
     waited_us += us_between(tf, Clock::now());
-    (void)tp;
   }
 
   kernels::AttentionParams p = m.params(request, shape);

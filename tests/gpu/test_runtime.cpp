@@ -1,0 +1,185 @@
+// The GPU runtime end to end: validate -> mu(M) -> select -> prepare -> launch, against the float64 reference;
+// exact-repeat cache; forced plans; plan-table fallbacks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+
+#include "device_tensor.hpp"
+#include "gpu_test_util.hpp"
+#include "host_tensor.hpp"
+#include "mask_gen.hpp"
+#include "tessera/error.hpp"
+#include "tessera/mask_state.hpp"
+#include "tessera/reference.hpp"
+#include "tessera/runtime.hpp"
+
+namespace tessera {
+namespace {
+
+using testing::DeviceTensor;
+using testing::HostTensor;
+
+struct GpuCase {
+  HostTensor q, k, v;
+  DeviceTensor dq, dk, dv, dout, dmask;
+  testing::HostMaskTensors host_mask;
+  AttentionRequest host_req, req;
+  std::int64_t n = 0, hq = 0, d = 0;
+};
+
+GpuCase make_case(std::uint64_t seed, int bq, int bkv, std::int64_t n, std::int64_t hq, std::int64_t hkv, std::int64_t d,
+                  DType dtype, double density) {
+  GpuCase c;
+  c.n = n, c.hq = hq, c.d = d;
+  std::mt19937_64 g(seed);
+  c.q = HostTensor(dtype, {1, n, hq, d});
+  c.k = HostTensor(dtype, {1, n, hkv, d});
+  c.v = HostTensor(dtype, {1, n, hkv, d});
+  c.q.fill_normal(seed * 3 + 1);
+  c.k.fill_normal(seed * 3 + 2);
+  c.v.fill_normal(seed * 3 + 3);
+  MaskShape s{1, hq, (n + bq - 1) / bq, (n + bkv - 1) / bkv};
+  const auto bits = testing::random_mask_bits(s, testing::MaskPattern::kRowDensity, density, g);
+  c.host_mask = testing::encode_dense(s, bits);
+  HostTensor m(DType::kUInt8, {1, hq, s.n_qb, s.n_kvb});
+  std::copy(bits.begin(), bits.end(), m.bytes.begin());
+  c.dq = testing::upload(c.q);
+  c.dk = testing::upload(c.k);
+  c.dv = testing::upload(c.v);
+  HostTensor out(dtype, {1, n, hq, d});
+  out.poison();
+  c.dout = testing::upload(out);
+  c.dmask = testing::upload(m);
+  c.host_req.q = c.q.view();
+  c.host_req.k = c.k.view();
+  c.host_req.v = c.v.view();
+  c.host_req.o = c.q.view();  // unused by the reference
+  c.host_req.geometry = {bq, bkv};
+  c.host_req.mask = c.host_mask.mask;
+  c.req.q = c.dq.view();
+  c.req.k = c.dk.view();
+  c.req.v = c.dv.view();
+  c.req.o = c.dout.view();
+  c.req.geometry = {bq, bkv};
+  c.req.mask = BlockMask::from_dense(c.dmask.view());
+  return c;
+}
+
+double error_vs_reference(const GpuCase& c) {
+  const ReferenceOutput ref = reference_attention_cpu(c.host_req, build_mask_state_cpu(c.host_req.mask));
+  const HostTensor o = testing::download(c.dout);
+  std::vector<double> got(ref.o.size());
+  for (std::size_t i = 0; i < got.size(); ++i) got[i] = o.get(static_cast<std::int64_t>(i));
+  return testing::relative_l2(got.data(), ref.o.data(), static_cast<std::int64_t>(got.size()));
+}
+
+void poison(GpuCase& c) {
+  HostTensor out(c.q.dtype, {1, c.n, c.hq, c.d});
+  out.poison();
+  testing::upload_into(out, c.dout);
+}
+
+TEST(Runtime, SelectedPlansMatchTheReference) {
+  TESSERA_REQUIRE_GPU();
+  Runtime rt;
+  int i = 0;
+  for (auto [bq, bkv] : {std::pair{16, 16}, {32, 16}, {32, 32}, {64, 32}, {64, 64}, {128, 64}, {128, 128}, {384, 384}}) {
+    for (DType t : {DType::kBFloat16, DType::kFloat16}) {
+      for (std::int64_t d : {64, 128}) {
+        GpuCase c = make_case(100 + i++, bq, bkv, bq == 384 ? 1000 : 700, 4, 2, d, t, 0.3);
+        try {
+          rt.run(c.req, nullptr);
+        } catch (const Error& e) {
+          // A key without any compiled kernel must say so precisely, never run something else.
+          EXPECT_EQ(e.code(), ErrorCode::kUnsupported) << e.what();
+          EXPECT_EQ(e.argument(), "request");
+          continue;
+        }
+        testing::device_sync();
+        const double err = error_vs_reference(c);
+        EXPECT_LE(err, t == DType::kBFloat16 ? 1e-2 : 5e-3) << rt.last_dispatch().plan_id;
+        EXPECT_FALSE(rt.last_dispatch().cache_hit);
+      }
+    }
+  }
+}
+
+TEST(Runtime, EveryEligiblePlanOfARequestMatchesTheReference) {
+  TESSERA_REQUIRE_GPU();
+  Runtime rt;
+  GpuCase c = make_case(7, 64, 64, 900, 4, 1, 128, DType::kBFloat16, 0.25);
+  const auto plans = rt.eligible_plans(c.req);
+  ASSERT_GT(plans.size(), 10u);
+  for (const std::string& id : plans) {
+    poison(c);
+    RunOptions o;
+    o.plan_id = id;
+    rt.run(c.req, nullptr, o);
+    testing::device_sync();
+    EXPECT_LE(error_vs_reference(c), 1e-2) << id;
+    EXPECT_EQ(rt.last_dispatch().source, "forced");
+  }
+}
+
+TEST(Runtime, ExactRepeatsSkipPreparationAndStayCorrect) {
+  TESSERA_REQUIRE_GPU();
+  Runtime rt;
+  GpuCase c = make_case(9, 64, 64, 640, 2, 2, 128, DType::kBFloat16, 0.3);
+  RunOptions o;
+  o.mask_version = 41;
+  rt.run(c.req, nullptr, o);
+  EXPECT_FALSE(rt.last_dispatch().cache_hit);
+  poison(c);
+  rt.run(c.req, nullptr, o);
+  EXPECT_TRUE(rt.last_dispatch().cache_hit);
+  testing::device_sync();
+  EXPECT_LE(error_vs_reference(c), 1e-2);
+  o.mask_version = 42;  // a new version: rebuilt
+  rt.run(c.req, nullptr, o);
+  EXPECT_FALSE(rt.last_dispatch().cache_hit);
+}
+
+TEST(Runtime, IneligibleForcedPlanIsRejectedAndNothingIsWritten) {
+  TESSERA_REQUIRE_GPU();
+  Runtime rt;
+  GpuCase c = make_case(11, 64, 64, 256, 2, 2, 128, DType::kBFloat16, 0.3);
+  RunOptions o;
+  o.plan_id = "sm90a.mma.bf16.d64.q64d.kv64d.g1.tasc.split1.s2.w4";  // D = 64 kernel for a D = 128 request
+  try {
+    rt.run(c.req, nullptr, o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), "plan_id");
+  }
+  const HostTensor out = testing::download(c.dout);
+  for (std::int64_t i = 0; i < out.numel(); ++i) ASSERT_TRUE(std::isnan(out.get(i))) << i;
+  AttentionRequest bad = c.req;
+  bad.geometry.block_kv = 24;
+  try {
+    rt.run(bad, nullptr);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), "geometry.block_kv");
+  }
+}
+
+TEST(Runtime, CorruptOrMissingPlanTables) {
+  TESSERA_REQUIRE_GPU();
+  const std::string path = ::testing::TempDir() + "/corrupt_table.json";
+  std::ofstream(path) << "{\"format\": \"tessera-plan-table\", \"format_version\": 99}";
+  Runtime rt(RuntimeOptions{.plan_table_path = path, .use_plan_table = true, .max_workspace_bytes = -1});
+  EXPECT_NE(rt.table_status().find("rejected"), std::string::npos) << rt.table_status();
+  GpuCase c = make_case(13, 64, 64, 300, 2, 2, 128, DType::kBFloat16, 0.3);
+  rt.run(c.req, nullptr);  // documented default plan
+  EXPECT_EQ(rt.last_dispatch().source, "default");
+  testing::device_sync();
+  EXPECT_LE(error_vs_reference(c), 1e-2);
+  EXPECT_THROW(Runtime(RuntimeOptions{.plan_table_path = "/nonexistent/table.json", .use_plan_table = true,
+                                      .max_workspace_bytes = -1}),
+               Error);
+}
+
+}  // namespace
+}  // namespace tessera
