@@ -120,15 +120,26 @@ std::optional<Plan> direct_plan(std::span<const CatalogEntry> entries, const Eli
 }
 
 Selection select_plan(std::span<const CatalogEntry> entries, const PlanTable* table, const EligibilityRequest& request,
-                      const FeatureVector& features) {
+                      const FeatureVector& features, SelectorCache* cache) {
   const std::string key = request_key(request).str();
-  auto try_id = [&](const std::string& id, Selection& out) -> bool {
-    Plan p;
+  auto parse = [&](const std::string& id) -> std::optional<Plan> {
+    if (cache) {
+      auto it = cache->parsed.find(id);
+      if (it != cache->parsed.end()) return it->second;
+    }
+    std::optional<Plan> p;
     try {
       p = parse_plan_id(id);
     } catch (const Error&) {
-      return false;  // a table written by another build may name plans this build cannot parse
+      // a table written by another build may name plans this build cannot parse: skipped
     }
+    if (cache) cache->parsed.emplace(id, p);
+    return p;
+  };
+  auto try_id = [&](const std::string& id, Selection& out) -> bool {
+    const std::optional<Plan> parsed = parse(id);
+    if (!parsed) return false;
+    const Plan& p = *parsed;
     const CatalogEntry* e = find_plan_entry(p, entries);
     if (!e || !eligible(p, *e, request)) return false;
     out.plan = p;
@@ -149,7 +160,20 @@ Selection select_plan(std::span<const CatalogEntry> entries, const PlanTable* ta
       }
     }
   }
-  const std::optional<Plan> d = default_plan(entries, request);
+  std::optional<Plan> d;
+  const std::string fingerprint = key + "/" + std::to_string(static_cast<int>(request.mask_format)) + "/" +
+                                  std::to_string(request.query_tiles) + "/" + std::to_string(request.max_workspace_bytes);
+  bool memoized = false;
+  if (cache) {
+    if (auto it = cache->defaults.find(fingerprint); it != cache->defaults.end()) {
+      d = it->second;
+      memoized = true;
+    }
+  }
+  if (!memoized) {
+    d = default_plan(entries, request);
+    if (cache) cache->defaults.emplace(fingerprint, d);
+  }
   if (!d)
     throw Error(ErrorCode::kUnsupported, "request",
                 "no kernel of this build serves key " + key + " (dtype, head_dim, block geometry); see `tessera inspect catalog`");

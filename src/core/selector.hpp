@@ -5,6 +5,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/catalog_entry.hpp"
@@ -61,9 +62,18 @@ std::optional<Plan> default_plan(std::span<const CatalogEntry> entries, const El
 /// The Direct plan (T = B on both dimensions, split 1, ascending) of the first eligible entry, if any.
 std::optional<Plan> direct_plan(std::span<const CatalogEntry> entries, const EligibilityRequest& request);
 
-/// Selects a plan. `table` may be null (no artifact loaded). Throws Error(kUnsupported, "request") naming the
-/// key when no plan at all is eligible (no compiled kernel serves this dtype / head_dim / geometry).
+/// Memo of select_plan()'s pure sub-results, kept by a caller that selects many times over the same `entries`
+/// (the runtime keeps one): parsed plan ids and default plans per request key + eligibility inputs. Not
+/// thread-safe.
+struct SelectorCache {
+  std::unordered_map<std::string, std::optional<Plan>> parsed;    ///< plan id -> plan (nullopt: unparsable)
+  std::unordered_map<std::string, std::optional<Plan>> defaults;  ///< request fingerprint -> default plan
+};
+
+/// Selects a plan. `table` may be null (no artifact loaded); `cache` may be null (no memo). Throws
+/// Error(kUnsupported, "request") naming the key when no plan at all is eligible (no compiled kernel serves this
+/// dtype / head_dim / geometry).
 Selection select_plan(std::span<const CatalogEntry> entries, const PlanTable* table, const EligibilityRequest& request,
-                      const FeatureVector& features);
+                      const FeatureVector& features, SelectorCache* cache = nullptr);
 
 }  // namespace tessera

@@ -69,6 +69,7 @@ struct Runtime::Impl {
   std::string table_status;
   std::optional<PlanTable> table;
   std::vector<CatalogEntry> entries;  // compiled in this build
+  SelectorCache selector_cache;
   MaskStateWorkspace mask_ws;
   DeviceMaskState mask_state;
   DeviceTileMetadata metadata;
@@ -218,7 +219,7 @@ void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptio
       info.regime = request_key(er).str() + "/forced";
     } else {
       const FeatureVector f = make_features(shape.batch, shape.heads_q, shape.n_q, info.stats);
-      const Selection s = select_plan(m.entries, m.table ? &*m.table : nullptr, er, f);
+      const Selection s = select_plan(m.entries, m.table ? &*m.table : nullptr, er, f, &m.selector_cache);
       m.plan = s.plan;
       info.plan_id = s.plan_id;
       info.source = selection_source_name(s.source);
