@@ -98,6 +98,8 @@ def _index_lists_spec(counts, indices, n_kvb, block_size=None, arg="block_mask")
     i = as_int32(indices, f"{arg}.indices")
     if c.ndim != 3:
         raise TesseraError(f"{arg}.counts", f"expected rank 3 [B_m, H_m, n_qb], got shape {tuple(c.shape)}")
+    if i.ndim != 4:
+        raise TesseraError(f"{arg}.indices", f"expected rank 4 [B_m, H_m, n_qb, K_max], got shape {tuple(i.shape)}")
     b, h, nq = (int(s) for s in c.shape)
     nk = None if n_kvb is None else _positive_int(n_kvb, f"{arg}.n_kvb")
     return MaskSpec("index_lists", c, i, (b, h, nq, nk), block_size)
