@@ -10,16 +10,33 @@ from .errors import TesseraError
 INT32_MAX = 2**31 - 1
 
 
+# The torch module once the caller has imported it. Kept in a global so that code traced by torch.compile reads a
+# constant instead of sys.modules.
+_torch = sys.modules.get("torch")
+
+
 def torch_module():
     """The torch module if it has been imported by the caller, else None (Tessera never imports torch itself for
     numpy inputs)."""
-    return sys.modules.get("torch")
+    global _torch
+    if _torch is None:
+        _torch = sys.modules.get("torch")
+    return _torch
 
 
 def is_torch(x) -> bool:
     """True when x is a torch.Tensor."""
-    t = sys.modules.get("torch")
+    t = _torch if _torch is not None else torch_module()
     return t is not None and isinstance(x, t.Tensor)
+
+
+def is_int(x) -> bool:
+    """True for Python and numpy integers (not bool). Python ints are tested first (cheap under torch.compile)."""
+    if isinstance(x, bool):
+        return False
+    if isinstance(x, int):
+        return True
+    return isinstance(x, np.integer)
 
 
 def is_numpy(x) -> bool:

@@ -25,6 +25,15 @@ _CPU_ARCH = "sm90a"
 _last_cpu: Optional[Dict[str, Any]] = None
 _last_device: Optional[int] = None  # CUDA device of the last GPU call, None when the last call ran on the CPU
 _native = None
+_ops = None  # tessera.ops once torch is in use (registers torch.ops.tessera.block_sparse_attention)
+
+
+def _load_ops():
+    global _ops
+    from . import ops
+
+    _ops = ops
+    return ops
 
 
 def _C():
@@ -129,6 +138,10 @@ def _run(q, k, v, spec: MaskSpec, bq: int, bkv: int, scale, layout: str, return_
     return o, lse
 
 
+if _arrays._torch is not None:  # torch already imported by the caller: register the custom op now
+    _load_ops()
+
+
 def block_sparse_attention(q, k, v, block_mask, block_size=None, *, scale: Optional[float] = None,
                            layout: str = "bshd", return_lse: bool = False, mask_version: int = 0,
                            plan_id: Optional[str] = None):
@@ -159,9 +172,8 @@ def block_sparse_attention(q, k, v, block_mask, block_size=None, *, scale: Optio
     ``torch.ops.tessera.block_sparse_attention`` (fake implementation for shape propagation).
     """
     if _arrays.is_torch(q):
-        from . import ops  # registers torch.ops.tessera.block_sparse_attention on first use
-
-        if _arrays.torch_module().compiler.is_compiling():
+        ops = _ops if _ops is not None else _load_ops()
+        if _arrays._torch.compiler.is_compiling():
             return ops.call_op(q, k, v, block_mask, block_size, scale, layout, return_lse, mask_version, plan_id)
     torch_in, spec, bq, bkv, scale = _prepare(q, k, v, block_mask, block_size, scale, layout)
     o, lse = _run(q, k, v, spec, bq, bkv, scale, layout, return_lse, torch_in, mask_version, plan_id)

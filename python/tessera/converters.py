@@ -16,12 +16,11 @@ Converters: :func:`from_flex_block_mask` (FlexAttention ``BlockMask``), :func:`f
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Any, NamedTuple, Optional, Tuple
 
 import numpy as np
 
-from ._arrays import as_int32, is_array, is_cuda, is_numpy, is_torch, torch_module
+from ._arrays import as_int32, is_array, is_cuda, is_int, is_numpy, torch_module
 from .errors import TesseraError
 
 __all__ = ["MaskSpec", "from_dense", "from_flashinfer_bsr", "from_flex_block_mask", "to_mask_spec"]
@@ -29,8 +28,7 @@ __all__ = ["MaskSpec", "from_dense", "from_flashinfer_bsr", "from_flex_block_mas
 KIND_CODES = {"dense": 0, "csr": 1, "index_lists": 2}
 
 
-@dataclass(frozen=True)
-class MaskSpec:
+class MaskSpec(NamedTuple):
     """A logical block mask in one of Tessera's three formats, ready for the native call.
 
     Attributes:
@@ -58,13 +56,13 @@ def _pair(v, name: str) -> Tuple[int, int]:
     else:
         a = b = v
     for x in (a, b):
-        if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+        if not is_int(x):
             raise TesseraError(name, f"expected an int or a pair of ints (B_Q, B_KV), got {v!r}")
     return int(a), int(b)
 
 
 def _positive_int(v, name: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
+    if not is_int(v) or int(v) < 1:
         raise TesseraError(name, f"expected a positive integer, got {v!r}")
     return int(v)
 

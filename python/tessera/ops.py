@@ -15,8 +15,6 @@ runtime does not synchronize (exact repeats, ``mask_version``).
 ``tessera.block_sparse_attention`` calls the native code directly in eager mode (lower overhead) and goes through
 this op only while torch.compile traces.
 """
-from __future__ import annotations
-
 from typing import List, Optional, Tuple
 
 import torch
@@ -27,13 +25,15 @@ from .errors import TesseraError
 
 __all__ = ["block_sparse_attention_op", "call_op"]
 
+_KIND_NAMES = {code: name for name, code in KIND_CODES.items()}
+
 
 @torch.library.custom_op("tessera::block_sparse_attention", mutates_args=())
 def block_sparse_attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask_kind: int, m0: torch.Tensor,
                               m1: Optional[torch.Tensor], extents: List[int], block_q: int, block_kv: int,
                               scale: Optional[float], bhsd: bool, return_lse: bool, mask_version: int,
                               plan_id: str) -> Tuple[torch.Tensor, torch.Tensor]:
-    kind = {v_: k_ for k_, v_ in KIND_CODES.items()}[mask_kind]
+    kind = _KIND_NAMES[mask_kind]
     spec = api.MaskSpec(kind, m0, m1, tuple(extents))
     o, lse = api._run(q, k, v, spec, block_q, block_kv, scale, "bhsd" if bhsd else "bshd", return_lse, True,
                       mask_version, plan_id or None)
@@ -57,7 +57,7 @@ def _(q, k, v, mask_kind, m0, m1, extents, block_q, block_kv, scale, bhsd, retur
 def call_op(q, k, v, block_mask, block_size, scale, layout, return_lse, mask_version, plan_id):
     """Argument handling of tessera.block_sparse_attention, then the custom op (used while torch.compile traces)."""
     _, spec, bq, bkv, scale = api._prepare(q, k, v, block_mask, block_size, scale, layout)
-    for name, t in (("m0", spec.m0), ("m1", spec.m1)):
+    for t in (spec.m0, spec.m1):
         if t is not None and not isinstance(t, torch.Tensor):
             raise TesseraError("block_mask", "mask arrays must be torch tensors when q is a torch tensor under "
                                              "torch.compile")
