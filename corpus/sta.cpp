@@ -79,11 +79,12 @@ std::string default_sta_table_path() {
   namespace fs = std::filesystem;
   const char* name = "sta_mask_strategy_hunyuan_768x1280x117.json";
   if (const char* env = std::getenv("TESSERA_STA_TABLE"); env && *env) return env;
-  for (const fs::path& p : {fs::path("/work/shared/masks") / name,
+  // The repository keeps a minified copy (corpus/data/README.md says where it comes from).
+  for (const fs::path& p : {
 #ifdef TESSERA_SOURCE_DIR
-                           fs::path(TESSERA_SOURCE_DIR) / "shared/masks" / name,
+           fs::path(TESSERA_SOURCE_DIR) / "corpus/data" / name,
 #endif
-                           fs::path("shared/masks") / name})
+           fs::path("corpus/data") / name, fs::path("/work/shared/masks") / name, fs::path("shared/masks") / name})
     if (fs::exists(p)) return p.string();
   return {};
 }

@@ -9,6 +9,7 @@ void add_version_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_masks_command(CLI::App& app);
 void add_inspect_mask_command(CLI::App& app);
+void add_run_command(CLI::App& app);
 
 /// Registers every subcommand (add new ones here).
 inline void register_commands(CLI::App& app) {
@@ -16,6 +17,7 @@ inline void register_commands(CLI::App& app) {
   add_inspect_command(app);
   add_masks_command(app);
   add_inspect_mask_command(app);
+  add_run_command(app);
 }
 
 }  // namespace tessera::tools

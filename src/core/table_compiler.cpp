@@ -189,6 +189,7 @@ ProfileRecord profile_record_from_json(const std::string& line) {
     r.plan = j.at("plan").get<std::string>();
     r.latency_us = j.at("latency_us").get<double>();
     r.valid = j.at("valid").get<bool>();
+    r.role = j.value("role", "");
   } catch (const json::exception& e) {
     throw Error(ErrorCode::kFormatError, "profile", std::string("bad record: ") + e.what());
   }
@@ -200,6 +201,7 @@ std::string profile_record_to_json(const ProfileRecord& r) {
   for (int i = 0; i < kFeatureCount; ++i) f[std::string(feature_name(static_cast<Feature>(i)))] = r.features[i];
   json j = {{"case", r.case_id}, {"source", r.source}, {"split", r.split},         {"key", r.key},
             {"features", f},     {"plan", r.plan},     {"latency_us", r.latency_us}, {"valid", r.valid}};
+  if (!r.role.empty()) j["role"] = r.role;
   return j.dump();
 }
 

@@ -22,6 +22,7 @@ struct ProfileRecord {
   std::string plan;      ///< plan id
   double latency_us = 0; ///< median kernel latency, microseconds
   bool valid = false;    ///< output matched the reference
+  std::string role;      ///< optional: "direct" (T = B plan), "default" (the key's documented default plan) or ""
 };
 
 /// Parses one JSON line of a profile file; throws Error(kFormatError, "profile", ...) naming the field.

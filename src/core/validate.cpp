@@ -108,11 +108,12 @@ void check_head_dim(std::int64_t d, const ValidateOptions& options) {
   fail("head_dim", fmt::format("head_dim {} is not a head dimension Tessera supports (64, 128; 96 and 256 later)", d));
 }
 
-void check_lse(const TensorView& lse, const ProblemShape& p, Device q_device) {
+void check_lse(const TensorView& lse, const ProblemShape& p, Device q_device, bool allow_f64) {
   if (lse.empty()) return;
   if (lse.data == nullptr) fail("lse", "data pointer is null");
   if (lse.rank != 3) fail("lse", fmt::format("expected rank 3 [B, H_q, N_q], got rank {}", lse.rank));
-  if (lse.dtype != DType::kFloat32) fail("lse", fmt::format("dtype must be f32, got {}", dtype_name(lse.dtype)));
+  if (lse.dtype != DType::kFloat32 && !(allow_f64 && lse.dtype == DType::kFloat64))
+    fail("lse", fmt::format("dtype must be f32{}, got {}", allow_f64 ? " or f64" : "", dtype_name(lse.dtype)));
   const std::int64_t expected[3] = {p.batch, p.heads_q, p.n_q};
   for (int d = 0; d < 3; ++d) {
     if (lse.shape[d] != expected[d]) {
@@ -195,7 +196,7 @@ ProblemShape validate_request(const AttentionRequest& r, const ValidateOptions& 
   check_geometry(r.geometry);
   p.n_qb = num_blocks(p.n_q, r.geometry.block_q);
   p.n_kvb = num_blocks(p.n_kv, r.geometry.block_kv);
-  check_lse(r.lse, p, dev);
+  check_lse(r.lse, p, dev, options.allow_reference_dtypes);
   check_mask_against_request(r.mask, p, r.geometry, dev);
   if (options.check_host_mask_contents && dev == Device::kCpu) detail::check_mask_contents_host(r.mask);
   return p;

@@ -1,0 +1,60 @@
+#!/bin/bash
+# Regenerates the ptxas table of docs/kernels_mma.md: for every Mma entry of src/kernels/catalog.def, compiles
+# its three kernel variants (span, span_masked, packed) for one arch with -Xptxas -v and prints a markdown table
+# (registers, spill bytes, dynamic shared memory from Config::kSmemBytes). No GPU needed.
+# Usage: bench/ptxas_table.sh [arch (default sm_90a)] [name regex (default .)]  (from the repository root)
+set -euo pipefail
+arch=${1:-sm_90a}
+filter=${2:-.}
+nvcc=${NVCC:-nvcc}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT; [[ -n ${KEEP_LOG:-} ]] && trap - EXIT
+root=$(pwd)
+re='^TESSERA_CATALOG_ENTRY\("([^"]+)", *Mma, *(BFloat16|Float16), *([0-9]+), *([0-9]+), *([0-9]+), *([0-9]+), *([0-9]+)\)'
+
+# Dynamic shared memory per entry, from the same Config the kernels use (config.cuh is plain C++).
+cat > "$tmp/smem.cpp" <<CPP
+#include <cstdio>
+#include "kernels/mma/config.cuh"
+struct Bf16 {}; struct F16 {};
+#define TESSERA_CATALOG_ENTRY(name, fam, dt, d, tq, tkv, w, s) \\
+  std::printf("%s %zu\\n", name, tessera::kernels::mma::Config<int, d, tq, tkv, w, s>::kSmemBytes);
+int main() {
+#include "kernels/catalog.def"
+}
+CPP
+${CXX:-c++} -std=c++20 -I"$root/src" -o "$tmp/smem" "$tmp/smem.cpp" 2>/dev/null || { echo "smem helper failed" >&2; exit 1; }
+"$tmp/smem" > "$tmp/smem.txt"
+
+echo "| entry | smem (B) | regs span / span_masked / packed | spills st/ld (B) span / span_masked / packed |"
+echo "|---|---|---|---|"
+while IFS= read -r line; do
+  [[ $line =~ $re ]] || continue
+  name=${BASH_REMATCH[1]} dt=${BASH_REMATCH[2]} d=${BASH_REMATCH[3]} tq=${BASH_REMATCH[4]} tkv=${BASH_REMATCH[5]}
+  w=${BASH_REMATCH[6]} s=${BASH_REMATCH[7]}
+  [[ $name =~ $filter ]] || continue
+  ctype=__nv_bfloat16; [[ $dt == Float16 ]] && ctype=__half
+  cat > "$tmp/e.cu" <<CU
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include "kernels/mma/attention.cuh"
+namespace tessera::kernels::mma {
+using C = Config<$ctype, $d, $tq, $tkv, $w, $s>;
+template __global__ void attention_kernel<C, KvVariant::kSpan>(const AttentionParams);
+template __global__ void attention_kernel<C, KvVariant::kSpanMasked>(const AttentionParams);
+template __global__ void attention_kernel<C, KvVariant::kPacked>(const AttentionParams);
+}
+CU
+  "$nvcc" -std=c++20 -arch="$arch" -cubin -O3 --expt-relaxed-constexpr -Xptxas -v -I"$root/src" -I"$root/include" \
+    -o "$tmp/e.cubin" "$tmp/e.cu" > "$tmp/log" 2>&1 || { cat "$tmp/log" >&2; exit 1; }
+  # ptxas prints one block per kernel: "Compiling entry function '<mangled>'", spills, "Used N registers".
+  # KvVariant enumerators mangle as ...KvVariantE0 (span), E1 (span_masked), E2 (packed).
+  regs=() spills=()
+  for v in 0 1 2; do
+    blk=$(awk -v v="KvVariantE$v" '/Compiling entry function/ {on = index($0, v) > 0} on' "$tmp/log")
+    regs+=("$(grep -o 'Used [0-9]* registers' <<< "$blk" | grep -o '[0-9]*' | head -1)")
+    spills+=("$(sed -n 's/.* \([0-9]*\) bytes spill stores, \([0-9]*\) bytes spill loads.*/\1\/\2/p' <<< "$blk" | head -1)")
+  done
+  smem=$(awk -v n="$name" '$1 == n {print $2}' "$tmp/smem.txt")
+  echo "| $name | $smem | ${regs[0]} / ${regs[1]} / ${regs[2]} | ${spills[0]} / ${spills[1]} / ${spills[2]} |"
+done < src/kernels/catalog.def

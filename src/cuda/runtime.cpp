@@ -1,0 +1,302 @@
+// The GPU runtime: validate -> mu(M) -> select -> prepare -> launch (DESIGN.md section 6, online).
+#include "tessera/runtime.hpp"
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "core/catalog.hpp"
+#include "core/embedded_tables.hpp"
+#include "core/plan_table.hpp"
+#include "core/selector.hpp"
+#include "cuda/check.cuh"
+#include "cuda/launch_prep_gpu.hpp"
+#include "kernels/launch.hpp"
+#include "tessera/error.hpp"
+#include "tessera/mask_state_gpu.hpp"
+
+namespace tessera {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double us_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+Arch device_arch(int major, int minor) {
+  if (major == 8 && minor == 0) return Arch::kSm80;
+  if (major == 8 && minor == 6) return Arch::kSm86;
+  if (major == 8 && minor == 9) return Arch::kSm89;
+  if (major == 9 && minor == 0) return Arch::kSm90a;
+  if (major == 12 && minor == 0) return Arch::kSm120;
+  throw Error(ErrorCode::kUnsupported, "device",
+              "compute capability " + std::to_string(major) + "." + std::to_string(minor) +
+                  " is not a Tessera target (8.0, 8.6, 8.9, 9.0, 12.0)");
+}
+
+kernels::KvVariant variant_of(const Plan& p) {
+  if (p.packed_kv()) return kernels::KvVariant::kPacked;
+  if (p.has_membership()) return kernels::KvVariant::kSpanMasked;
+  return kernels::KvVariant::kSpan;
+}
+
+/// Everything that identifies an exact repeat besides the caller's mask_version.
+struct RepeatKey {
+  std::uint64_t mask_version = 0;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* mask_a = nullptr;
+  const void* mask_b = nullptr;
+  std::array<std::int64_t, 4> q_shape{}, k_shape{};
+  int block_q = 0, block_kv = 0;
+  std::string plan_request;  // the forced plan id, "" when selected
+  bool operator==(const RepeatKey&) const = default;
+};
+
+}  // namespace
+
+struct Runtime::Impl {
+  RuntimeOptions options;
+  int device = 0;
+  Arch arch = Arch::kSm90a;
+  std::string arch_name_str;
+  std::string table_status;
+  std::optional<PlanTable> table;
+  std::vector<CatalogEntry> entries;  // compiled in this build
+  MaskStateWorkspace mask_ws;
+  DeviceMaskState mask_state;
+  DeviceTileMetadata metadata;
+  DeviceBuffer workspace;  // split-KV partials
+  Plan plan;
+  std::optional<RepeatKey> last_key;
+  DispatchInfo info;
+  cudaEvent_t ev_start = nullptr, ev_stop = nullptr;
+
+  ~Impl() {
+    if (ev_start) cudaEventDestroy(ev_start);
+    if (ev_stop) cudaEventDestroy(ev_stop);
+  }
+
+  EligibilityRequest eligibility_request(const AttentionRequest& r, const ProblemShape& s) const {
+    EligibilityRequest er;
+    er.arch = arch;
+    er.dtype = r.q.dtype;
+    er.head_dim = static_cast<int>(s.head_dim);
+    er.block_q = r.geometry.block_q;
+    er.block_kv = r.geometry.block_kv;
+    er.mask_format = r.mask.format;
+    er.max_workspace_bytes = options.max_workspace_bytes;
+    return er;
+  }
+
+  Plan forced_plan(const std::string& id, const EligibilityRequest& er) const {
+    const Plan p = parse_plan_id(id);
+    const CatalogEntry* e = find_plan_entry(p, entries);
+    if (!e) throw Error(ErrorCode::kInvalidArgument, "plan_id", "'" + id + "' runs on a kernel this build did not compile");
+    const Eligibility el = eligible(p, *e, er);
+    if (!el) throw Error(ErrorCode::kInvalidArgument, "plan_id", "'" + id + "' is not eligible: " + el.reason);
+    return p;
+  }
+
+  kernels::AttentionParams params(const AttentionRequest& r, const ProblemShape& s) {
+    kernels::AttentionParams p;
+    p.dtype = r.q.dtype;
+    p.q = r.q.data;
+    p.k = r.k.data;
+    p.v = r.v.data;
+    p.o = r.o.data;
+    p.lse = r.lse.empty() ? nullptr : static_cast<float*>(r.lse.data);
+    p.q_stride_b = r.q.stride[0], p.q_stride_n = r.q.stride[1], p.q_stride_h = r.q.stride[2];
+    p.k_stride_b = r.k.stride[0], p.k_stride_n = r.k.stride[1], p.k_stride_h = r.k.stride[2];
+    p.v_stride_b = r.v.stride[0], p.v_stride_n = r.v.stride[1], p.v_stride_h = r.v.stride[2];
+    p.o_stride_b = r.o.stride[0], p.o_stride_n = r.o.stride[1], p.o_stride_h = r.o.stride[2];
+    if (!r.lse.empty()) p.lse_stride_b = r.lse.stride[0], p.lse_stride_h = r.lse.stride[1];
+    p.batch = static_cast<std::int32_t>(s.batch);
+    p.n_q = static_cast<std::int32_t>(s.n_q);
+    p.n_kv = static_cast<std::int32_t>(s.n_kv);
+    p.h_q = static_cast<std::int32_t>(s.heads_q);
+    p.h_kv = static_cast<std::int32_t>(s.heads_kv);
+    p.head_dim = static_cast<std::int32_t>(s.head_dim);
+    p.block_q = r.geometry.block_q;
+    p.block_kv = r.geometry.block_kv;
+    p.scale = r.effective_scale();
+    p.meta = metadata.view();
+    const std::int64_t tq = plan.tile_q();
+    const std::int64_t parts = metadata.n_partials;
+    if (parts > 0) {
+      const std::size_t o_bytes = static_cast<std::size_t>(parts * tq * s.head_dim) * sizeof(float);
+      const std::size_t l_bytes = static_cast<std::size_t>(parts * tq) * sizeof(float);
+      workspace.reserve(o_bytes + l_bytes);
+      p.o_partial = workspace.as<float>();
+      p.lse_partial = reinterpret_cast<float*>(static_cast<char*>(workspace.data()) + o_bytes);
+    }
+    return p;
+  }
+};
+
+Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.options = options;
+  if (cuda_device_count() == 0) throw Error(ErrorCode::kUnsupported, "device", "no CUDA device is visible");
+  TESSERA_CUDA_CHECK(cudaGetDevice(&m.device));
+  int major = 0, minor = 0;
+  TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, m.device));
+  TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, m.device));
+  m.arch = device_arch(major, minor);
+  m.arch_name_str = std::string(arch_name(m.arch));
+  for (const auto& ce : kernels::compiled_entries()) {
+    if (const CatalogEntry* e = find_catalog_entry(ce.name)) m.entries.push_back(*e);
+  }
+  TESSERA_CUDA_CHECK(cudaEventCreate(&m.ev_start));
+  TESSERA_CUDA_CHECK(cudaEventCreate(&m.ev_stop));
+
+  if (!options.use_plan_table) {
+    m.table_status = "plan tables disabled: documented default plans";
+    return;
+  }
+  std::string text, origin;
+  if (!options.plan_table_path.empty()) {
+    std::ifstream in(options.plan_table_path);
+    if (!in) throw Error(ErrorCode::kIoError, "plan_table_path", "cannot read '" + options.plan_table_path + "'");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+    origin = "table from " + options.plan_table_path;
+  } else {
+    text = std::string(embedded_plan_table(m.arch_name_str));
+    origin = "embedded table for " + m.arch_name_str;
+    if (text.empty()) {
+      m.table_status = "no plan table embedded for " + m.arch_name_str + ": documented default plans";
+      return;
+    }
+  }
+  try {
+    m.table = plan_table_from_json(text, std::string(catalog_version()));
+    m.table_status = origin + " (" + m.table->catalog_version + ", " + std::to_string(m.table->trees.size()) + " keys)";
+  } catch (const Error& e) {
+    m.table_status = origin + " rejected, documented default plans used: " + e.message();
+  }
+}
+
+Runtime::~Runtime() = default;
+Runtime::Runtime(Runtime&&) noexcept = default;
+Runtime& Runtime::operator=(Runtime&&) noexcept = default;
+
+void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptions& options) {
+  Impl& m = *impl_;
+  const auto t0 = Clock::now();
+  double waited_us = 0;
+  const ProblemShape shape = validate_request(request);
+  if (request.q.device != Device::kCuda)
+    throw Error(ErrorCode::kInvalidArgument, "q", "Runtime::run needs tensors in GPU memory (use run_cpu for CPU tensors)");
+  if (!request.lse.empty() && request.lse.stride[2] != 1)
+    throw Error(ErrorCode::kInvalidArgument, "lse.stride", "the token dimension of lse must be contiguous (stride 1)");
+  const EligibilityRequest er = m.eligibility_request(request, shape);
+
+  RepeatKey key;
+  key.mask_version = options.mask_version;
+  key.q = request.q.data;
+  key.k = request.k.data;
+  const BlockMask& mk = request.mask;
+  key.mask_a = mk.format == MaskFormat::kDense ? mk.dense.data
+               : mk.format == MaskFormat::kBlockCsr ? mk.row_offsets.data : mk.counts.data;
+  key.mask_b = mk.format == MaskFormat::kBlockCsr ? mk.col_indices.data
+               : mk.format == MaskFormat::kIndexLists ? mk.indices.data : nullptr;
+  std::copy(request.q.shape.begin(), request.q.shape.end(), key.q_shape.begin());
+  std::copy(request.k.shape.begin(), request.k.shape.end(), key.k_shape.begin());
+  key.block_q = request.geometry.block_q;
+  key.block_kv = request.geometry.block_kv;
+  key.plan_request = options.plan_id;
+  const bool repeat = options.mask_version != 0 && m.last_key && *m.last_key == key;
+
+  DispatchInfo info;
+  if (repeat) {
+    info = m.info;
+    info.cache_hit = true;
+    info.host_select_us = 0;
+  } else {
+    m.last_key.reset();
+    const auto tm = Clock::now();
+    build_mask_state_gpu(request.mask, stream, m.mask_ws, m.mask_state);
+    waited_us += us_between(tm, Clock::now());  // includes the one synchronization (GPU work)
+    info.stats = m.mask_state.stats;
+
+    const auto ts = Clock::now();
+    if (!options.plan_id.empty()) {
+      m.plan = m.forced_plan(options.plan_id, er);
+      info.plan_id = plan_id(m.plan);
+      info.source = "forced";
+      info.regime = request_key(er).str() + "/forced";
+    } else {
+      const FeatureVector f = make_features(shape.batch, shape.heads_q, shape.n_q, info.stats);
+      const Selection s = select_plan(m.entries, m.table ? &*m.table : nullptr, er, f);
+      m.plan = s.plan;
+      info.plan_id = s.plan_id;
+      info.source = selection_source_name(s.source);
+      info.regime = s.regime;
+      info.ranks_skipped = s.ranks_skipped;
+    }
+    info.host_select_us = us_between(ts, Clock::now());
+
+    PrepProblem prob;
+    prob.batch = shape.batch;
+    prob.heads_q = shape.heads_q;
+    prob.heads_kv = shape.heads_kv;
+    prob.n_q = shape.n_q;
+    prob.n_kv = shape.n_kv;
+    prob.head_dim = shape.head_dim;
+    const auto tp = Clock::now();
+    enqueue_prepare_plan_gpu(m.plan, m.mask_state, prob, stream, m.metadata);
+    const auto tf = Clock::now();
+    finish_prepare_plan_gpu(m.metadata, stream);
+    waited_us += us_between(tf, Clock::now());
+    (void)tp;
+  }
+
+  kernels::AttentionParams p = m.params(request, shape);
+  const std::string kernel = plan_kernel_name(m.plan);
+  if (options.time_kernel) TESSERA_CUDA_CHECK(cudaEventRecord(m.ev_start, stream));
+  kernels::launch_attention(kernel, variant_of(m.plan), p, stream);
+  if (m.metadata.n_merge > 0) kernels::launch_merge(p, m.plan.tile_q(), stream);
+  if (options.time_kernel) TESSERA_CUDA_CHECK(cudaEventRecord(m.ev_stop, stream));
+  const auto t_enqueued = Clock::now();
+  info.total_ms = us_between(t0, t_enqueued) / 1000.0;
+  info.host_dispatch_us = us_between(t0, t_enqueued) - waited_us;
+  info.kernel_ms = -1;
+  if (options.time_kernel) {
+    TESSERA_CUDA_CHECK(cudaEventSynchronize(m.ev_stop));
+    float ms = 0;
+    TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, m.ev_start, m.ev_stop));
+    info.kernel_ms = ms;
+  }
+  m.info = info;
+  if (options.mask_version != 0) m.last_key = key;
+}
+
+std::vector<std::string> Runtime::eligible_plans(const AttentionRequest& request) const {
+  const ProblemShape shape = validate_request(request, {.allow_reference_dtypes = false, .check_host_mask_contents = false});
+  CandidateOptions o;
+  o.splits = {1, 2, 4, 8};
+  o.traversals = {Traversal::kAscending, Traversal::kRunMajor};
+  std::vector<std::string> ids;
+  for (const Plan& p : enumerate_plans(impl_->entries, impl_->eligibility_request(request, shape), o))
+    ids.push_back(plan_id(p));
+  return ids;
+}
+
+std::string Runtime::direct_plan(const AttentionRequest& request) const {
+  const ProblemShape shape = validate_request(request, {.allow_reference_dtypes = false, .check_host_mask_contents = false});
+  const auto p = tessera::direct_plan(impl_->entries, impl_->eligibility_request(request, shape));
+  return p ? plan_id(*p) : std::string();
+}
+
+const DispatchInfo& Runtime::last_dispatch() const noexcept { return impl_->info; }
+const std::string& Runtime::arch() const noexcept { return impl_->arch_name_str; }
+const std::string& Runtime::table_status() const noexcept { return impl_->table_status; }
+
+}  // namespace tessera

@@ -1,0 +1,130 @@
+// `tessera profile` (GPU): for each corpus case of the chosen splits and each eligible candidate plan, check the
+// output against the GPU reference and record the median kernel latency. Writes one JSON record per line
+// (src/core/table_compiler.hpp, docs/selection.md); resumable: cases already in the output file are skipped.
+#include <cuda_runtime.h>
+#include <fmt/core.h>
+
+#include <chrono>
+#include <fstream>
+#include <set>
+
+#include "commands.hpp"
+#include "core/table_compiler.hpp"
+#include "cuda/check.cuh"
+#include "gpu_case.hpp"
+#include "tessera/error.hpp"
+#include "tessera/runtime.hpp"
+#include "tessera_corpus/family.hpp"
+
+namespace tessera::tools {
+
+namespace {
+
+struct ProfileArgs {
+  std::string out = "profile.jsonl";
+  std::vector<std::string> families;
+  std::vector<std::string> splits{"profiling", "evaluation"};
+  int cases_per_split = 4;
+  int reps = 3;
+  double max_error = 1e-2;
+  std::uint64_t seed = 7;
+};
+
+bool profiled_candidate(const std::string& id) {
+  return id.find(".tasc.") != std::string::npos && id.find(".split8.") == std::string::npos;
+}
+
+void run_profile(const ProfileArgs& a) {
+  if (cuda_device_count() == 0) throw Error(ErrorCode::kUnsupported, "device", "tessera profile needs a CUDA GPU");
+  std::set<std::string> done;
+  {
+    std::ifstream in(a.out);
+    std::string line;
+    while (std::getline(in, line))
+      if (!line.empty()) done.insert(profile_record_from_json(line).case_id);
+  }
+  std::ofstream out(a.out, std::ios::app);
+  if (!out) throw Error(ErrorCode::kIoError, "--out", "cannot append to '" + a.out + "'");
+  Stream stream = nullptr;
+  TESSERA_CUDA_CHECK(cudaStreamCreate(&stream));
+  Runtime rt(RuntimeOptions{.plan_table_path = "", .use_plan_table = false, .max_workspace_bytes = -1});
+  corpus::CorpusOptions opt;
+  opt.families = a.families;
+
+  // The work list first, so progress and ETA are known.
+  struct Item {
+    std::string family;
+    int index;
+  };
+  std::vector<Item> items;
+  for (const std::string& fam : corpus::selected_families(opt)) {
+    std::map<std::string, int> taken;
+    const int n = corpus::case_count(fam, opt);
+    for (int i = 0; i < n; ++i) {
+      const corpus::Case c = corpus::make_case(fam, i, opt);
+      if (std::find(a.splits.begin(), a.splits.end(), c.meta.split) == a.splits.end()) continue;
+      if (taken[c.meta.split] >= a.cases_per_split) continue;
+      taken[c.meta.split] += 1;
+      items.push_back({fam, i});
+    }
+  }
+  const auto t_start = std::chrono::steady_clock::now();
+  int processed = 0;
+  for (std::size_t n = 0; n < items.size(); ++n) {
+    const corpus::Case c = corpus::make_case(items[n].family, items[n].index, opt);
+    const std::string case_id = c.meta.family + "/" + c.meta.source_id + "/" + std::to_string(items[n].index);
+    if (done.count(case_id)) continue;
+    GpuCase g = make_gpu_case(c, a.seed + n, stream);
+    rt.run(g.request, stream);  // default plan: mu(M) statistics and the default/direct ids
+    const DispatchInfo base = rt.last_dispatch();
+    const std::string direct = rt.direct_plan(g.request);
+    ProfileRecord rec;
+    rec.case_id = case_id;
+    rec.source = c.meta.source_id;
+    rec.split = c.meta.split == "profiling" ? "profile" : "eval";
+    rec.key = fmt::format("{}.bf16.d128.q{}.kv{}", rt.arch(), c.meta.block_q, c.meta.block_kv);
+    rec.features = make_features(1, c.mask.heads, c.meta.n_q, base.stats);
+    // Reference once per case.
+    DeviceTensor ref = make_device_tensor(DType::kFloat32, {1, c.meta.n_q, c.mask.heads, 128});
+    {
+      AttentionRequest r = g.request;
+      r.o = ref.view;
+      const DeviceMaskState ms = build_mask_state_gpu(r.mask, stream);
+      reference_attention_gpu(r, ms, stream);
+    }
+    int plans = 0;
+    for (const std::string& id : rt.eligible_plans(g.request)) {
+      if (!profiled_candidate(id)) continue;
+      rec.plan = id;
+      rec.role = id == direct ? "direct" : (id == base.plan_id ? "default" : "");
+      rec.latency_us = median_kernel_ms(rt, g, id, a.reps, stream) * 1000.0;
+      const double err = relative_l2_gpu(g.o.view, ref.view, stream);
+      rec.valid = err <= a.max_error;
+      if (!rec.valid) fmt::print(stderr, "  invalid: {} on {}: rel L2 {:.3e}\n", id, case_id, err);
+      out << profile_record_to_json(rec) << "\n";
+      ++plans;
+    }
+    out.flush();
+    ++processed;
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    const double eta = el / processed * static_cast<double>(items.size() - n - 1);
+    fmt::print("[{}/{}] {} {} plans, density {:.3f}; elapsed {:.0f} s, ETA {:.0f} s\n", n + 1, items.size(), case_id,
+               plans, base.stats.density, el, eta);
+  }
+  TESSERA_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+}  // namespace
+
+void add_profile_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("profile", "Profile every eligible plan on corpus cases (GPU); writes JSON lines");
+  auto a = std::make_shared<ProfileArgs>();
+  cmd->add_option("--out", a->out, "Profile records (JSON lines; appended, resumable)");
+  cmd->add_option("--families", a->families, "Families (default: all)");
+  cmd->add_option("--splits", a->splits, "Corpus splits to profile (profiling, evaluation)");
+  cmd->add_option("--cases-per-split", a->cases_per_split, "Cases per family and split")->check(CLI::Range(1, 100000));
+  cmd->add_option("--reps", a->reps, "Timed repetitions per plan (median)")->check(CLI::Range(1, 1000));
+  cmd->callback([a] { run_profile(*a); });
+}
+
+}  // namespace tessera::tools

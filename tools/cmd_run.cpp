@@ -1,0 +1,231 @@
+// `tessera run`: the main job. Runs corpus cases through the runtime, spot-checks outputs against the GPU
+// reference and prints per family: cases, density, plans chosen, kernel time, complete-request time (cold and
+// exact repeat), effective TFLOP/s, regret against the fastest measured candidate, speedup over Direct; writes
+// JSON. With no GPU it runs the float64 CPU plan executor on a scaled-down default and says so.
+#include <cuda_runtime.h>
+#include <fmt/core.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "cuda/check.cuh"
+#include "gpu_case.hpp"
+#include "run_cpu_default.hpp"
+#include "tessera/cuda_types.hpp"
+#include "tessera/error.hpp"
+#include "tessera/runtime.hpp"
+#include "tessera/version.hpp"
+#include "tessera_corpus/family.hpp"
+
+namespace tessera::tools {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+struct RunArgs {
+  std::vector<std::string> families;
+  int cases_per_family = 2;
+  std::string json_path = "tessera_run.json";
+  bool regret = true;
+  bool check = true;
+  bool cpu = false;
+  std::uint64_t seed = 1;
+  double max_error = 1e-2;
+};
+
+/// The embedded default: the first `n` evaluation-split cases of every family (STA-real included).
+std::vector<corpus::Case> default_cases(const RunArgs& a) {
+  corpus::CorpusOptions opt;
+  opt.families = a.families;
+  std::vector<corpus::Case> out;
+  for (const std::string& fam : corpus::selected_families(opt)) {
+    const int count = corpus::case_count(fam, opt);
+    int taken = 0;
+    for (int i = 0; i < count && taken < a.cases_per_family; ++i) {
+      corpus::Case c = corpus::make_case(fam, i, opt);
+      if (c.meta.split != "evaluation") continue;
+      out.push_back(std::move(c));
+      ++taken;
+    }
+  }
+  return out;
+}
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+double geomean(const std::vector<double>& v) {
+  if (v.empty()) return NAN;
+  double s = 0;
+  for (double x : v) s += std::log(x);
+  return std::exp(s / static_cast<double>(v.size()));
+}
+
+bool split_and_traversal_for_regret(const std::string& id) {
+  return id.find(".tasc.") != std::string::npos &&
+         (id.find(".split1.") != std::string::npos || id.find(".split2.") != std::string::npos ||
+          id.find(".split4.") != std::string::npos);
+}
+
+int run_gpu(const RunArgs& a) {
+  Stream stream = nullptr;
+  TESSERA_CUDA_CHECK(cudaStreamCreate(&stream));
+  Runtime rt;
+  cudaDeviceProp prop{};
+  TESSERA_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  fmt::print("tessera run: {} ({}), {}\n", prop.name, rt.arch(), rt.table_status());
+  const auto cases = default_cases(a);
+  fmt::print("{} cases ({} per family, evaluation split){}\n", cases.size(), a.cases_per_family,
+             a.regret ? ", regret over split-1/2/4 ascending candidates" : "");
+  json records = json::array();
+  int failures = 0;
+  for (std::size_t ci = 0; ci < cases.size(); ++ci) {
+    const corpus::Case& c = cases[ci];
+    GpuCase g = make_gpu_case(c, a.seed + ci, stream);
+    // Cold complete request: mu(M), selection, preparation, kernel.
+    TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    auto t0 = Clock::now();
+    rt.run(g.request, stream);
+    TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const double cold_ms = ms_since(t0);
+    const DispatchInfo info = rt.last_dispatch();
+    double err = NAN;
+    if (a.check) {
+      err = check_against_reference(g, stream);
+      if (!(err <= a.max_error)) ++failures;
+    }
+    // Exact repeats (mask_version): only the kernel is launched.
+    RunOptions warm;
+    warm.mask_version = 0xabc000 + ci;
+    rt.run(g.request, stream, warm);
+    TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    t0 = Clock::now();
+    rt.run(g.request, stream, warm);
+    TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const double warm_ms = ms_since(t0);
+    const double kernel_ms = median_kernel_ms(rt, g, info.plan_id, 5, stream);
+    // Direct: the same complete request with T = B, and its kernel time.
+    const std::string direct = rt.direct_plan(g.request);
+    double direct_kernel_ms = NAN, direct_cold_ms = NAN;
+    if (!direct.empty()) {
+      RunOptions d;
+      d.plan_id = direct;
+      TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
+      t0 = Clock::now();
+      rt.run(g.request, stream, d);
+      TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
+      direct_cold_ms = ms_since(t0);
+      direct_kernel_ms = median_kernel_ms(rt, g, direct, 5, stream);
+    }
+    double best_ms = kernel_ms;
+    std::string best_plan = info.plan_id;
+    int candidates = 0;
+    if (a.regret) {
+      for (const std::string& id : rt.eligible_plans(g.request)) {
+        if (!split_and_traversal_for_regret(id)) continue;
+        ++candidates;
+        const double t = median_kernel_ms(rt, g, id, 3, stream);
+        if (t < best_ms) best_ms = t, best_plan = id;
+      }
+    }
+    json r = {{"family", c.meta.family},       {"source", c.meta.source_id},   {"n_q", c.meta.n_q},
+              {"heads", c.mask.heads},         {"block_q", c.meta.block_q},    {"block_kv", c.meta.block_kv},
+              {"density", info.stats.density}, {"plan", info.plan_id},         {"regime", info.regime},
+              {"source_of_plan", info.source}, {"kernel_ms", kernel_ms},       {"cold_request_ms", cold_ms},
+              {"warm_request_ms", warm_ms},    {"host_dispatch_us", info.host_dispatch_us},
+              {"host_select_us", info.host_select_us}, {"tflops", g.tflops(kernel_ms)},
+              {"direct_plan", direct},         {"direct_kernel_ms", direct_kernel_ms},
+              {"direct_cold_request_ms", direct_cold_ms}, {"best_plan", best_plan}, {"best_kernel_ms", best_ms},
+              {"candidates", candidates},      {"regret", kernel_ms / best_ms},  {"rel_l2_vs_reference", err}};
+    fmt::print("  [{}/{}] {:<10} {:<22} N={:<6} H={:<2} d={:.3f} {:>8.3f} ms {:>6.1f} TF/s  regret {:.3f}  err {:.1e}  {}\n",
+               ci + 1, cases.size(), c.meta.family, c.meta.source_id, c.meta.n_q, c.mask.heads, info.stats.density,
+               kernel_ms, g.tflops(kernel_ms), kernel_ms / best_ms, err, info.plan_id);
+    records.push_back(r);
+  }
+
+  // Per-family summary.
+  std::map<std::string, std::vector<json>> fam;
+  std::vector<std::string> order;
+  for (const json& r : records) {
+    const std::string f = r["family"];
+    if (!fam.count(f)) order.push_back(f);
+    fam[f].push_back(r);
+  }
+  fmt::print("\n{:<10} {:>5} {:>7} {:>10} {:>10} {:>10} {:>7} {:>7} {:>8} {:>8}  {}\n", "family", "cases", "density",
+             "kernel ms", "cold ms", "warm ms", "TF/s", "regret", "vs Dir.", "err max", "plans chosen");
+  json summary = json::array();
+  for (const std::string& f : order) {
+    const auto& rs = fam[f];
+    double dens = 0, kms = 0, cold = 0, warm = 0, pairs_ms = 0, tf_num = 0, errmax = 0;
+    std::vector<double> regrets, speedups;
+    std::map<std::string, int> plans;
+    for (const json& r : rs) {
+      dens += r["density"].get<double>();
+      kms += r["kernel_ms"].get<double>();
+      cold += r["cold_request_ms"].get<double>();
+      warm += r["warm_request_ms"].get<double>();
+      tf_num += r["tflops"].get<double>() * r["kernel_ms"].get<double>();
+      pairs_ms += r["kernel_ms"].get<double>();
+      regrets.push_back(r["regret"].get<double>());
+      const double dk = r["direct_kernel_ms"].is_number() ? r["direct_kernel_ms"].get<double>() : NAN;
+      if (std::isfinite(dk)) speedups.push_back(dk / r["kernel_ms"].get<double>());
+      if (r["rel_l2_vs_reference"].is_number()) errmax = std::max(errmax, r["rel_l2_vs_reference"].get<double>());
+      plans[r["plan"].get<std::string>()] += 1;
+    }
+    const double n = static_cast<double>(rs.size());
+    std::string chosen;
+    for (const auto& [p, k] : plans) chosen += (chosen.empty() ? "" : ", ") + p + (k > 1 ? fmt::format(" x{}", k) : "");
+    fmt::print("{:<10} {:>5} {:>7.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>7.1f} {:>7.3f} {:>8.3f} {:>8.1e}  {}\n", f,
+               rs.size(), dens / n, kms / n, cold / n, warm / n, tf_num / pairs_ms, geomean(regrets),
+               speedups.empty() ? NAN : geomean(speedups), errmax, chosen);
+    summary.push_back({{"family", f}, {"cases", rs.size()}, {"mean_density", dens / n}, {"mean_kernel_ms", kms / n},
+                       {"mean_cold_request_ms", cold / n}, {"mean_warm_request_ms", warm / n},
+                       {"tflops", tf_num / pairs_ms}, {"geomean_regret", geomean(regrets)},
+                       {"geomean_speedup_over_direct", speedups.empty() ? json(nullptr) : json(geomean(speedups))},
+                       {"max_rel_l2", errmax}, {"plans", plans}});
+  }
+  json out = {{"tool", "tessera run"}, {"git_revision", git_revision()}, {"gpu", prop.name}, {"arch", rt.arch()},
+              {"table_status", rt.table_status()}, {"cases", records}, {"families", summary}};
+  std::ofstream(a.json_path) << out.dump(1) << "\n";
+  fmt::print("wrote {}\n", a.json_path);
+  TESSERA_CUDA_CHECK(cudaStreamDestroy(stream));
+  if (failures) {
+    fmt::print(stderr, "tessera run: {} case(s) differ from the GPU reference by more than {}\n", failures, a.max_error);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "The main job: run corpus cases through the runtime (embedded default when "
+                                        "no option is given) and report per family");
+  auto a = std::make_shared<RunArgs>();
+  cmd->add_option("--families", a->families, "Families to run (default: all, STA-real included)");
+  cmd->add_option("--cases-per-family", a->cases_per_family, "Evaluation-split cases per family")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--json", a->json_path, "Where to write the JSON report");
+  cmd->add_flag("!--no-regret", a->regret, "Skip timing the candidate plans (no regret figures)");
+  cmd->add_flag("!--no-check", a->check, "Skip the spot check against the GPU reference");
+  cmd->add_flag("--cpu", a->cpu, "Run the CPU plan executor on the scaled-down default even when a GPU is visible");
+  cmd->add_option("--seed", a->seed, "Seed of the random Q/K/V");
+  cmd->callback([a] {
+    int rc = 0;
+    if (!a->cpu && cuda_device_count() > 0) {
+      rc = run_gpu(*a);
+    } else {
+      if (!a->cpu) fmt::print("tessera run: no CUDA device visible: running the float64 CPU plan executor on a "
+                              "scaled-down default (cropped corpus masks), not the GPU kernels\n");
+      rc = run_cpu_default(a->families, a->json_path, a->seed);
+    }
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace tessera::tools
