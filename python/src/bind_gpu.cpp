@@ -5,6 +5,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "request_args.hpp"
@@ -44,7 +45,14 @@ class DeviceGuard {
   int previous_ = -1;
 };
 
+/// Serializes use of the runtimes (tessera::Runtime is not thread-safe; calls run without the GIL).
+std::mutex& runtime_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 /// One Runtime per device, created on first use with that device current. Lives until the module is unloaded.
+/// Call with runtime_mutex() held.
 Runtime& runtime_for(int device) {
   static std::vector<std::unique_ptr<Runtime>> runtimes;
   if (device < 0) throw Error(ErrorCode::kInvalidArgument, "q", "negative CUDA device ordinal");
@@ -77,6 +85,7 @@ void bind_gpu(nb::module_& m) {
         opt.mask_version = mask_version;
         opt.plan_id = plan_id;
         nb::gil_scoped_release release;
+        std::lock_guard<std::mutex> lock(runtime_mutex());
         DeviceGuard g(device);
         runtime_for(device).run(r, reinterpret_cast<Stream>(stream), opt);
       },
@@ -87,11 +96,20 @@ void bind_gpu(nb::module_& m) {
       "Computes E(M) on the GPU of q into o (and lse), enqueued on `stream` (a cudaStream_t as an integer; the\n"
       "caller's current stream). Low-level: use tessera.block_sparse_attention.");
   m.def(
-      "last_dispatch_cuda", [](int device) { return dispatch_to_dict(runtime_for(device).last_dispatch()); },
+      "last_dispatch_cuda",
+      [](int device) {
+        DispatchInfo info;
+        {
+          std::lock_guard<std::mutex> lock(runtime_mutex());
+          info = runtime_for(device).last_dispatch();
+        }
+        return dispatch_to_dict(info);
+      },
       nb::arg("device"), "Dispatch dict of the last run_cuda() on `device`.");
   m.def(
       "runtime_info",
       [](int device) {
+        std::lock_guard<std::mutex> lock(runtime_mutex());
         Runtime& rt = runtime_for(device);
         nb::dict d;
         d["arch"] = rt.arch();
@@ -106,6 +124,7 @@ void bind_gpu(nb::module_& m) {
          std::int64_t mh, std::int64_t n_qb, std::int64_t n_kvb) {
         const AttentionRequest r = make_request(q, k, v, o, lse, block_q, block_kv, mask_kind, m0, m1, mb, mh, n_qb,
                                                 n_kvb, std::nullopt);
+        std::lock_guard<std::mutex> lock(runtime_mutex());
         return runtime_for(device_ordinal(q)).eligible_plans(r);
       },
       "Ids of every plan eligible for the request in this build.");
