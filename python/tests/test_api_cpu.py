@@ -237,3 +237,39 @@ def test_torch_cpu_tensors(dtype, rng):
     assert isinstance(o, torch.Tensor) and o.dtype == tq.dtype and lse.dtype == torch.float32
     o_ref, _ = reference_attention(tq.double().numpy(), tk.double().numpy(), tv.double().numpy(), dense, 16, 16)
     assert rel_l2(o.double().numpy(), o_ref) < (1e-2 if dtype == "bfloat16" else 5e-3)
+
+
+@needs_torch
+def test_torch_compile_cpu_custom_op(rng):
+    """Under torch.compile the call goes through torch.ops.tessera.block_sparse_attention (fake impl for shapes) with
+    no graph break; on CPU tensors it runs the CPU path."""
+    q, k, v = (torch.from_numpy(x) for x in qkv(rng, 1, 100, 80, 4, 2, 128))
+    dense = random_mask(rng, (1, 4, 4, 5), density=0.5)
+    dense[0, 0, 1] = False
+    ro, ci = dense_to_csr(dense)
+    ro_t, ci_t, dense_t = torch.from_numpy(ro), torch.from_numpy(ci), torch.from_numpy(dense)
+
+    def f(q, k, v, ro, ci):
+        o, lse = tessera.block_sparse_attention(q * 1.0, k, v, ("csr", ro, ci, (1, 4, 4, 5)), (32, 16),
+                                                return_lse=True)
+        return o + 1.0, lse
+
+    o_c, lse_c = torch.compile(f, fullgraph=True)(q, k, v, ro_t, ci_t)
+    o_ref, lse_ref = reference_attention(q.numpy(), k.numpy(), v.numpy(), dense, 32, 16)
+    assert rel_l2(o_c.numpy() - 1.0, o_ref) < 1e-5
+    assert np.array_equal(np.isneginf(lse_c.numpy()), np.isneginf(lse_ref))
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    g = torch.compile(lambda a, b, c, m: tessera.block_sparse_attention(a, b, c, m, (32, 16), layout="bhsd"),
+                      fullgraph=True)
+    assert rel_l2(g(qt, kt, vt, dense_t).transpose(1, 2).numpy(), o_ref) < 1e-5
+
+
+@needs_torch
+def test_custom_op_opcheck_cpu(rng):
+    import tessera.ops  # noqa: F401
+    q, k, v = (torch.from_numpy(x) for x in qkv(rng, 1, 64, 64, 2, 2, 128))
+    dense = torch.from_numpy(random_mask(rng, (1, 2, 4, 4), density=0.5))
+    for return_lse in (False, True):
+        args = (q, k, v, 0, dense, None, [1, 2, 4, 4], 16, 16, None, False, return_lse, 0, "")
+        torch.library.opcheck(torch.ops.tessera.block_sparse_attention.default, args,
+                              test_utils=("test_schema", "test_faketensor"))

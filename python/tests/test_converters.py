@@ -231,3 +231,53 @@ def test_error_classes():
     assert issubclass(tessera.TesseraRuntimeError, RuntimeError)
     e = tessera.TesseraError("q", "bad")
     assert e.argument == "q" and e.message == "bad" and "q: bad" in str(e)
+
+
+def _torch_flex():
+    torch = pytest.importorskip("torch", reason="torch is not installed (CI runs the numpy tests only)")
+    fa = pytest.importorskip("torch.nn.attention.flex_attention", reason="this torch has no FlexAttention")
+    return torch, fa
+
+
+def test_real_flex_block_mask_cpu(rng):
+    """A real BlockMask (from_kv_blocks, GQA) and compiled flex_attention on CPU tensors. Eager flex_attention is not
+    used: it ignores the block lists (measured with torch 2.15: equal to dense SDPA for a noop mask_mod)."""
+    torch, fa = _torch_flex()
+    n, bs, h_q, h_kv = 256, 64, 4, 2
+    q = torch.from_numpy(rng.standard_normal((1, h_q, n, 128)).astype(np.float32))
+    k, v = (torch.from_numpy(rng.standard_normal((1, h_kv, n, 128)).astype(np.float32)) for _ in range(2))
+    dense = random_mask(rng, (1, h_q, 4, 4), density=0.4)
+    dense[..., np.arange(4), np.arange(4)] = True
+    bm = flex_stand_in(dense, bs, rng, full=False)
+    block_mask = fa.BlockMask.from_kv_blocks(torch.from_numpy(bm.kv_num_blocks), torch.from_numpy(bm.kv_indices),
+                                             BLOCK_SIZE=bs)
+    o = tessera.block_sparse_attention(q, k, v, block_mask, layout="bhsd")
+    o_flex = torch.compile(fa.flex_attention)(q, k, v, block_mask=block_mask, enable_gqa=True)
+    o_ref, _ = reference_attention(q.transpose(1, 2).numpy(), k.transpose(1, 2).numpy(), v.transpose(1, 2).numpy(),
+                                   dense, bs, bs)
+    assert rel_l2(o.transpose(1, 2).numpy(), o_ref) < 1e-5
+    assert rel_l2(o.numpy(), o_flex.numpy()) < 1e-4
+
+
+def test_real_flex_create_block_mask_ragged_cpu(rng):
+    torch, fa = _torch_flex()
+    n, bs = 250, 64  # the last block is partial in FlexAttention's terms
+    blocks = torch.from_numpy(random_mask(rng, (4, 4), density=0.5) | np.eye(4, dtype=bool))
+
+    def block_mod(b, h, q_idx, kv_idx):
+        return blocks[q_idx // bs, kv_idx // bs]
+
+    block_mask = fa.create_block_mask(block_mod, 1, 1, n, n, device="cpu", BLOCK_SIZE=bs)
+    q, k, v = (torch.from_numpy(rng.standard_normal((1, 2, n, 128)).astype(np.float32)) for _ in range(3))
+    with pytest.raises(tessera.TesseraError) as e:
+        tessera.block_sparse_attention(q, k, v, block_mask, layout="bhsd")
+    assert e.value.argument == "block_mask.mask_mod"
+    spec = tessera.from_flex_block_mask(block_mask, partial_blocks="active")
+    assert spec.seq_lengths == (n, n) and spec.extents == (1, 1, 4, 4)
+    o = tessera.block_sparse_attention(q, k, v, spec, layout="bhsd")
+    o_flex = torch.compile(fa.flex_attention)(q, k, v, block_mask=block_mask)
+    assert rel_l2(o.numpy(), o_flex.numpy()) < 1e-4
+    with pytest.raises(tessera.TesseraError) as e:  # a mask built for 250 tokens, used with 256
+        tessera.block_sparse_attention(*(torch.nn.functional.pad(x, (0, 0, 0, 6)) for x in (q, k, v)), spec,
+                                       layout="bhsd")
+    assert e.value.argument == "block_mask"
