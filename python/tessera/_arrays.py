@@ -59,6 +59,9 @@ def as_int32(x, name: str):
     """x as a contiguous int32 array of the same kind and device. Other integer dtypes are converted on the CPU
     (after a range check); CUDA tensors must already be int32 (no hidden copies or device-to-host syncs).
     Raises TesseraError(name) for non-integer dtypes, out-of-range values or CUDA tensors of another integer type."""
+    t = _torch
+    if t is not None and isinstance(x, t.Tensor) and x.dtype == t.int32 and x.is_contiguous():
+        return x  # the common case, kept cheap
     if is_numpy(x):
         if x.dtype == np.int32:
             return np.ascontiguousarray(x)

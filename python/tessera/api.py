@@ -49,7 +49,32 @@ def _C():
     return _native
 
 
+_dlpack_fn = None
+_raw_stream_fn = None
+
+
+def _to_dlpack():
+    global _dlpack_fn
+    if _dlpack_fn is None:
+        from torch.utils.dlpack import to_dlpack
+
+        _dlpack_fn = to_dlpack
+    return _dlpack_fn
+
+
+def _current_stream(device: int) -> int:
+    """The caller's current CUDA stream on `device` as an integer (cudaStream_t)."""
+    global _raw_stream_fn
+    if _raw_stream_fn is None:
+        torch = _arrays.torch_module()
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what Inductor's generated code uses
+        _raw_stream_fn = raw if raw is not None else (lambda d: torch.cuda.current_stream(d).cuda_stream)
+    return _raw_stream_fn(device)
+
+
 def _block_sizes(block_size, spec: MaskSpec):
+    if type(block_size) is int and spec.block_size is None:
+        return block_size, block_size  # range checked by the native validation (geometry.block_q / block_kv)
     if block_size is None:
         if spec.block_size is None:
             raise TesseraError("block_size", "required (the mask does not carry its block size)")
@@ -62,8 +87,12 @@ def _block_sizes(block_size, spec: MaskSpec):
 
 
 def _check_qkv(q, k, v, layout: str):
-    if layout not in ("bshd", "bhsd"):
+    if layout != "bshd" and layout != "bhsd":
         raise TesseraError("layout", f"expected 'bshd' ([B, N, H, D]) or 'bhsd' ([B, H, N, D]), got {layout!r}")
+    t = _arrays._torch
+    if t is not None and isinstance(q, t.Tensor) and isinstance(k, t.Tensor) and isinstance(v, t.Tensor) \
+            and q.dim() == 4 and k.dim() == 4 and v.dim() == 4:
+        return True  # the common torch case, kept cheap; anything else gets the detailed checks below
     torch_in = _arrays.is_torch(q)
     if not torch_in and not _arrays.is_numpy(q):
         raise TesseraError("q", f"expected a torch tensor or numpy array, got {type(q).__name__}")
@@ -82,10 +111,11 @@ def _to_bnhd(x, torch_in: bool):
     return x.transpose(1, 2) if torch_in else np.swapaxes(x, 1, 2)
 
 
-def _prepare(q, k, v, block_mask, block_size, scale, layout):
-    """Shared argument handling of the eager call and the custom op. Returns a tuple describing the native call."""
+def _prepare(q, k, v, block_mask, block_size, scale, layout, cache=True):
+    """Shared argument handling of the eager call and the custom op (cache=False while torch.compile traces).
+    Returns (torch_in, spec, B_Q, B_KV, scale)."""
     torch_in = _check_qkv(q, k, v, layout)
-    spec = to_mask_spec(block_mask)
+    spec = to_mask_spec(block_mask, cache)
     bq, bkv = _block_sizes(block_size, spec)
     if scale is not None:
         scale = float(scale)
@@ -98,7 +128,7 @@ def _resolve_extents(spec: MaskSpec, n_q: int, n_kv: int, bq: int, bkv: int):
     mb, mh, nqb, nkvb = spec.extents
     if nkvb is None:
         nkvb = -(-n_kv // bkv) if bkv > 0 else 0
-    if spec.seq_lengths is not None and tuple(spec.seq_lengths) != (n_q, n_kv):
+    if spec.seq_lengths is not None and tuple(spec.seq_lengths) != (int(n_q), int(n_kv)):
         raise TesseraError("block_mask", f"the mask was built for sequence lengths {tuple(spec.seq_lengths)} but "
                                          f"q/k have (N_q, N_kv) = ({n_q}, {n_kv})")
     return mb, mh, nqb, nkvb
@@ -108,31 +138,44 @@ def _run(q, k, v, spec: MaskSpec, bq: int, bkv: int, scale, layout: str, return_
          mask_version: int, plan_id: Optional[str]):
     """Allocates O (in the caller's layout) and LSE, and calls the native CPU or GPU path. Returns (O, LSE|None)."""
     bhsd = layout == "bhsd"
-    qv, kv, vv = (_to_bnhd(x, torch_in) for x in (q, k, v)) if bhsd else (q, k, v)
+    if bhsd:
+        qv, kv, vv = _to_bnhd(q, torch_in), _to_bnhd(k, torch_in), _to_bnhd(v, torch_in)
+    else:
+        qv, kv, vv = q, k, v
     b, n_q, h_q, _ = qv.shape
-    n_kv = kv.shape[1]
-    mb, mh, nqb, nkvb = _resolve_extents(spec, int(n_q), int(n_kv), bq, bkv)
+    mb, mh, nqb, nkvb = _resolve_extents(spec, n_q, kv.shape[1], bq, bkv)
     kind = KIND_CODES[spec.kind]
     if torch_in:
         torch = _arrays.torch_module()
-        o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        o = torch.empty_like(q, memory_format=torch.contiguous_format)  # cheaper than torch.empty(shape, ...)
         lse = torch.empty((b, h_q, n_q), dtype=torch.float32, device=q.device) if return_lse else None
     else:
         o = np.empty(q.shape, dtype=q.dtype)
         lse = np.empty((b, h_q, n_q), dtype=np.float32) if return_lse else None
     ov = _to_bnhd(o, torch_in) if bhsd else o
     global _last_cpu, _last_device
+    m0, m1 = spec.m0, spec.m1
+    if torch_in:
+        # DLPack capsules from torch's C++ exporter: ~10x cheaper than Tensor.__dlpack__ (a Python method).
+        td = _dlpack_fn if _dlpack_fn is not None else _to_dlpack()
+        tensor = _arrays._torch.Tensor
+        qv, kv, vv, ov = td(qv), td(kv), td(vv), td(ov)
+        lse_arg = None if lse is None else td(lse)
+        m0 = td(m0) if isinstance(m0, tensor) else m0  # a numpy mask with CPU torch tensors stays numpy
+        m1 = td(m1) if isinstance(m1, tensor) else m1
+    else:
+        lse_arg = lse
     if torch_in and q.is_cuda:
         native = _C()
         if not native.has_cuda():
             raise TesseraUnsupportedError("q", "this build of tessera._C has no GPU runtime (CPU path only)")
-        stream = torch.cuda.current_stream(q.device).cuda_stream
-        native.run_cuda(qv, kv, vv, ov, lse, bq, bkv, kind, spec.m0, spec.m1, mb, mh, nqb, nkvb, scale, stream,
+        device = q.get_device()
+        native.run_cuda(qv, kv, vv, ov, lse_arg, bq, bkv, kind, m0, m1, mb, mh, nqb, nkvb, scale, _current_stream(device),
                         mask_version, plan_id or "")
-        _last_device = q.device.index
+        _last_device = device
     else:
-        _last_cpu = _C().run_cpu(qv, kv, vv, ov, lse, bq, bkv, kind, spec.m0, spec.m1, mb, mh, nqb, nkvb, scale,
-                                 _CPU_ARCH, plan_id or "", True)
+        _last_cpu = _C().run_cpu(qv, kv, vv, ov, lse_arg, bq, bkv, kind, m0, m1, mb, mh, nqb, nkvb, scale, _CPU_ARCH,
+                                 plan_id or "", True)
         _last_cpu["device"] = "cpu"
         _last_device = None
     return o, lse
@@ -176,6 +219,9 @@ def block_sparse_attention(q, k, v, block_mask, block_size=None, *, scale: Optio
         if _arrays._torch.compiler.is_compiling():
             return ops.call_op(q, k, v, block_mask, block_size, scale, layout, return_lse, mask_version, plan_id)
     torch_in, spec, bq, bkv, scale = _prepare(q, k, v, block_mask, block_size, scale, layout)
+    if torch_in and (q.requires_grad or k.requires_grad or v.requires_grad) and _arrays._torch.is_grad_enabled():
+        raise TesseraUnsupportedError("q", "backward is not supported (forward only): call under torch.no_grad() / "
+                                           "torch.inference_mode(), or detach q, k and v")
     o, lse = _run(q, k, v, spec, bq, bkv, scale, layout, return_lse, torch_in, mask_version, plan_id)
     return (o, lse) if return_lse else o
 

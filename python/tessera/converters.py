@@ -62,6 +62,8 @@ def _pair(v, name: str) -> Tuple[int, int]:
 
 
 def _positive_int(v, name: str) -> int:
+    if type(v) is int and v > 0:
+        return v
     if not is_int(v) or int(v) < 1:
         raise TesseraError(name, f"expected a positive integer, got {v!r}")
     return int(v)
@@ -75,17 +77,24 @@ def from_dense(dense, block_size=None) -> MaskSpec:
     if dense.ndim != 4:
         raise TesseraError("block_mask", f"a dense block mask has rank 4 [B_m, H_m, n_qb, n_kvb], got shape "
                                          f"{tuple(dense.shape)}")
-    name = str(dense.dtype).replace("torch.", "")
-    if name not in ("bool", "uint8"):
+    t = torch_module()
+    if t is not None and isinstance(dense, t.Tensor):
+        ok = dense.dtype == t.bool or dense.dtype == t.uint8
+    else:
+        ok = dense.dtype == np.bool_ or dense.dtype == np.uint8
+    if not ok:
+        name = str(dense.dtype).replace("torch.", "")
         raise TesseraError("block_mask", f"a dense block mask is bool or uint8, got dtype {name}")
-    b, h, nq, nk = (int(s) for s in dense.shape)
-    return MaskSpec("dense", dense, None, (b, h, nq, nk), None if block_size is None else _pair(block_size, "block_size"))
+    return MaskSpec("dense", dense, None, tuple(dense.shape),
+                    None if block_size is None else _pair(block_size, "block_size"))
 
 
 def _csr_spec(row_offsets, col_indices, extents, block_size=None, arg="block_mask") -> MaskSpec:
     if not (isinstance(extents, (tuple, list)) and len(extents) == 4):
         raise TesseraError(f"{arg}.extents", f"expected (B_m, H_m, n_qb, n_kvb), got {extents!r}")
-    ext = tuple(_positive_int(e, f"{arg}.extents") for e in extents)
+    for e in extents:
+        _positive_int(e, f"{arg}.extents")
+    ext = tuple(extents)
     ro = as_int32(row_offsets, f"{arg}.row_offsets")
     ci = as_int32(col_indices, f"{arg}.col_indices")
     return MaskSpec("csr", ro, ci, ext, block_size)
@@ -98,7 +107,7 @@ def _index_lists_spec(counts, indices, n_kvb, block_size=None, arg="block_mask")
         raise TesseraError(f"{arg}.counts", f"expected rank 3 [B_m, H_m, n_qb], got shape {tuple(c.shape)}")
     if i.ndim != 4:
         raise TesseraError(f"{arg}.indices", f"expected rank 4 [B_m, H_m, n_qb, K_max], got shape {tuple(i.shape)}")
-    b, h, nq = (int(s) for s in c.shape)
+    b, h, nq = c.shape
     nk = None if n_kvb is None else _positive_int(n_kvb, f"{arg}.n_kvb")
     return MaskSpec("index_lists", c, i, (b, h, nq, nk), block_size)
 
@@ -258,30 +267,46 @@ def from_flex_block_mask(block_mask, *, partial_blocks: str = "auto") -> MaskSpe
 
 # ------------------------------------------------------------------------------------------------- any input
 
-def to_mask_spec(block_mask) -> MaskSpec:
+_last_tuple = None  # (tuple, MaskSpec) of the last tuple input whose spec holds the tuple's own arrays
+
+
+def to_mask_spec(block_mask, cache: bool = False) -> MaskSpec:
     """Normalizes any accepted mask input (see the module docstring) to a MaskSpec. Raises TesseraError
-    ("block_mask...") for anything else."""
+    ("block_mask...") for anything else. With `cache`, the same tuple object passed again is not parsed again (only
+    when its spec refers to the tuple's own arrays, so in-place updates of their contents are still seen)."""
+    global _last_tuple
     if isinstance(block_mask, MaskSpec):
         return block_mask
+    if cache:
+        last = _last_tuple
+        if last is not None and block_mask is last[0]:
+            return last[1]
+    if isinstance(block_mask, tuple) and block_mask and isinstance(block_mask[0], str):
+        spec = _tuple_spec(block_mask)
+        if cache and len(block_mask) > 2 and spec.m0 is block_mask[1] and spec.m1 is block_mask[2]:
+            _last_tuple = (block_mask, spec)
+        return spec
     if is_array(block_mask):
         return from_dense(block_mask)
-    if isinstance(block_mask, tuple) and block_mask and isinstance(block_mask[0], str):
-        kind = block_mask[0]
-        if kind == "csr":
-            if len(block_mask) != 4:
-                raise TesseraError("block_mask", "expected ('csr', row_offsets, col_indices, (B_m, H_m, n_qb, n_kvb))")
-            return _csr_spec(block_mask[1], block_mask[2], block_mask[3])
-        if kind == "index_lists":
-            if len(block_mask) != 4:
-                raise TesseraError("block_mask", "expected ('index_lists', counts, indices, n_kvb)")
-            return _index_lists_spec(block_mask[1], block_mask[2], block_mask[3])
-        if kind == "dense":
-            if len(block_mask) != 2:
-                raise TesseraError("block_mask", "expected ('dense', mask)")
-            return from_dense(block_mask[1])
-        raise TesseraError("block_mask", f"unknown mask format {kind!r} (expected 'csr', 'index_lists' or 'dense')")
     if hasattr(block_mask, "kv_num_blocks") and hasattr(block_mask, "kv_indices"):
         return from_flex_block_mask(block_mask)
     raise TesseraError("block_mask", f"unsupported mask type {type(block_mask).__name__}: expected a bool/uint8 array, "
                                      "a ('csr', ...) or ('index_lists', ...) tuple, a MaskSpec or a FlexAttention "
                                      "BlockMask")
+
+
+def _tuple_spec(block_mask) -> MaskSpec:
+    kind = block_mask[0]
+    if kind == "csr":
+        if len(block_mask) != 4:
+            raise TesseraError("block_mask", "expected ('csr', row_offsets, col_indices, (B_m, H_m, n_qb, n_kvb))")
+        return _csr_spec(block_mask[1], block_mask[2], block_mask[3])
+    if kind == "index_lists":
+        if len(block_mask) != 4:
+            raise TesseraError("block_mask", "expected ('index_lists', counts, indices, n_kvb)")
+        return _index_lists_spec(block_mask[1], block_mask[2], block_mask[3])
+    if kind == "dense":
+        if len(block_mask) != 2:
+            raise TesseraError("block_mask", "expected ('dense', mask)")
+        return from_dense(block_mask[1])
+    raise TesseraError("block_mask", f"unknown mask format {kind!r} (expected 'csr', 'index_lists' or 'dense')")

@@ -56,7 +56,7 @@ def _(q, k, v, mask_kind, m0, m1, extents, block_q, block_kv, scale, bhsd, retur
 
 def call_op(q, k, v, block_mask, block_size, scale, layout, return_lse, mask_version, plan_id):
     """Argument handling of tessera.block_sparse_attention, then the custom op (used while torch.compile traces)."""
-    _, spec, bq, bkv, scale = api._prepare(q, k, v, block_mask, block_size, scale, layout)
+    _, spec, bq, bkv, scale = api._prepare(q, k, v, block_mask, block_size, scale, layout, cache=False)
     for t in (spec.m0, spec.m1):
         if t is not None and not isinstance(t, torch.Tensor):
             raise TesseraError("block_mask", "mask arrays must be torch tensors when q is a torch tensor under "
