@@ -273,3 +273,15 @@ def test_custom_op_opcheck_cpu(rng):
         args = (q, k, v, 0, dense, None, [1, 2, 4, 4], 16, 16, None, False, return_lse, 0, "")
         torch.library.opcheck(torch.ops.tessera.block_sparse_attention.default, args,
                               test_utils=("test_schema", "test_faketensor"))
+
+
+@needs_torch
+def test_backward_is_refused_not_silently_dropped(rng):
+    q, k, v = (torch.from_numpy(x) for x in qkv(rng, 1, 64, 64, 1, 1, 128))
+    dense = torch.ones(1, 1, 4, 4, dtype=torch.bool)
+    with pytest.raises(tessera.TesseraUnsupportedError) as e:
+        tessera.block_sparse_attention(q.requires_grad_(), k, v, dense, 16)
+    assert e.value.argument == "q" and isinstance(e.value, NotImplementedError)
+    with torch.no_grad():
+        o = tessera.block_sparse_attention(q, k, v, dense, 16)
+    assert o.shape == q.shape and not o.requires_grad
