@@ -218,6 +218,12 @@ def block_sparse_attention(q, k, v, block_mask, block_size=None, *, scale: Optio
         ops = _ops if _ops is not None else _load_ops()
         if _arrays._torch.compiler.is_compiling():
             return ops.call_op(q, k, v, block_mask, block_size, scale, layout, return_lse, mask_version, plan_id)
+    if type(mask_version) is not int or not 0 <= mask_version < 2**64:
+        if not (_arrays.is_int(mask_version) and 0 <= int(mask_version) < 2**64):
+            raise TesseraError("mask_version", f"expected an integer in [0, 2^64), got {mask_version!r}")
+        mask_version = int(mask_version)
+    if plan_id is not None and not isinstance(plan_id, str):
+        raise TesseraError("plan_id", f"expected a plan id string or None, got {type(plan_id).__name__}")
     torch_in, spec, bq, bkv, scale = _prepare(q, k, v, block_mask, block_size, scale, layout)
     if torch_in and (q.requires_grad or k.requires_grad or v.requires_grad) and _arrays._torch.is_grad_enabled():
         raise TesseraUnsupportedError("q", "backward is not supported (forward only): call under torch.no_grad() / "

@@ -203,6 +203,8 @@ def test_errors_name_the_argument(rng):
     assert _err(bsa, q, k, v, ("coo", dense), 16).argument == "block_mask"
     assert _err(bsa, q, k, v, dense, 16, scale=float("nan")).argument == "scale"
     assert _err(bsa, q.astype(np.int32), k, v, dense, 16).argument == "q"
+    assert _err(bsa, q, k, v, dense, 16, mask_version=-1).argument == "mask_version"
+    assert _err(bsa, q, k, v, dense, 16, plan_id=3).argument == "plan_id"
     h3 = qkv(rng, 1, 64, 64, 3, 2, 128)
     assert _err(bsa, *h3, np.ones((1, 1, 4, 4), bool), 16).argument.startswith("k")  # 3 % 2 != 0
 
