@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
 DEPS="${TESSERA_DEPS:-$PWD/.deps}/root/usr"
 export LD_LIBRARY_PATH="$DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+# nanobind and pytest staged by stage_gpu_deps.sh, after the image's own packages (Python module and its tests).
+export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}${TESSERA_DEPS:-$PWD/.deps}/python"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/gpu.txt" 2>&1
 git rev-parse HEAD > "$OUT/revision.txt" 2>/dev/null || true
 start=$(date +%s)

@@ -10,4 +10,11 @@ mkdir -p .deps/debs .deps/root
 (cd .deps/debs && apt-get download "${PKGS[@]}" >/dev/null)
 for f in .deps/debs/*.deb; do dpkg -x "$f" .deps/root; done
 rm -rf .deps/debs
+# Pure-Python packages for the Python module and its tests (nanobind ships its C++ sources and CMake files; pytest and
+# its dependencies are pure Python): unpacked under .deps/python, which scripts/gpu_check.sh appends to PYTHONPATH
+# (packages the GPU image already has take precedence).
+mkdir -p .deps/wheels .deps/python
+python3 -m pip download -q --only-binary=:all: --python-version 3.10 -d .deps/wheels nanobind pytest
+for w in .deps/wheels/*.whl; do python3 -m zipfile -e "$w" .deps/python; done
+rm -rf .deps/wheels
 echo "staged: $(du -sh .deps | cut -f1) under .deps/root"

@@ -1,0 +1,24 @@
+"""Tessera: dynamic block-sparse attention for video diffusion transformers.
+
+Main entry points (see docs/python.md):
+
+- :func:`block_sparse_attention` -- O (and LSE) of E(M) for torch tensors (CUDA or CPU) or numpy arrays (CPU).
+- :func:`explain` -- the plan and regime Tessera chooses for a request, with the mask statistics.
+- :func:`from_flex_block_mask`, :func:`from_flashinfer_bsr` -- mask converters from FlexAttention and FlashInfer.
+
+torch is optional: numpy arrays run the CPU plan executor (float64) without it.
+"""
+# The native module may live in a build directory (<build>/python/tessera/_C*.so) while these sources stay in the
+# tree: let the package span every `tessera` directory on sys.path.
+from pkgutil import extend_path
+
+__path__ = extend_path(__path__, __name__)
+
+from .api import block_sparse_attention, explain, last_dispatch  # noqa: E402
+from .converters import MaskSpec, from_dense, from_flashinfer_bsr, from_flex_block_mask  # noqa: E402
+from .errors import TesseraError, TesseraRuntimeError, TesseraUnsupportedError  # noqa: E402
+
+__all__ = [
+    "block_sparse_attention", "explain", "last_dispatch", "MaskSpec", "from_dense", "from_flashinfer_bsr",
+    "from_flex_block_mask", "TesseraError", "TesseraRuntimeError", "TesseraUnsupportedError",
+]

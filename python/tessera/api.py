@@ -1,0 +1,266 @@
+"""tessera.block_sparse_attention and tessera.explain.
+
+The call computes E(M) (DESIGN.md section 1): for query token i of batch b and head h,
+O[b,i,h] = sum_{j in S(i)} softmax_j(scale * q_i . k_j) v_j over the kv tokens j whose logical block is active in
+M[b, h, i // B_Q, j // B_KV]; LSE[b,h,i] = ln sum_{j in S(i)} exp(scale * q_i . k_j). A query token with no active
+block gets O = 0 and LSE = -inf.
+
+- CUDA torch tensors run the GPU runtime on the caller's current CUDA stream (torch.cuda.current_stream()).
+- CPU tensors (numpy arrays or torch CPU tensors) run the CPU plan executor (float64, exact; slow).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Optional
+
+import numpy as np
+
+from . import _arrays
+from .converters import KIND_CODES, MaskSpec, _pair, to_mask_spec  # noqa: F401 (MaskSpec used by ops)
+from .errors import TesseraError, TesseraUnsupportedError
+
+__all__ = ["block_sparse_attention", "explain", "last_dispatch"]
+
+_CPU_ARCH = "sm90a"
+_last_cpu: Optional[Dict[str, Any]] = None
+_last_device: Optional[int] = None  # CUDA device of the last GPU call, None when the last call ran on the CPU
+_native = None
+_ops = None  # tessera.ops once torch is in use (registers torch.ops.tessera.block_sparse_attention)
+
+
+def _load_ops():
+    global _ops
+    from . import ops
+
+    _ops = ops
+    return ops
+
+
+def _C():
+    """The native module, imported on first use (so that `import tessera` works for converters alone)."""
+    global _native
+    if _native is None:
+        try:
+            from . import _C as native
+        except ImportError as e:
+            raise TesseraUnsupportedError("", f"the native module tessera._C is not built or not on the path ({e}); "
+                                              "see docs/python.md") from e
+        _native = native
+    return _native
+
+
+_dlpack_fn = None
+_raw_stream_fn = None
+
+
+def _to_dlpack():
+    global _dlpack_fn
+    if _dlpack_fn is None:
+        from torch.utils.dlpack import to_dlpack
+
+        _dlpack_fn = to_dlpack
+    return _dlpack_fn
+
+
+def _current_stream(device: int) -> int:
+    """The caller's current CUDA stream on `device` as an integer (cudaStream_t)."""
+    global _raw_stream_fn
+    if _raw_stream_fn is None:
+        torch = _arrays.torch_module()
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what Inductor's generated code uses
+        _raw_stream_fn = raw if raw is not None else (lambda d: torch.cuda.current_stream(d).cuda_stream)
+    return _raw_stream_fn(device)
+
+
+def _block_sizes(block_size, spec: MaskSpec):
+    if type(block_size) is int and spec.block_size is None:
+        return block_size, block_size  # range checked by the native validation (geometry.block_q / block_kv)
+    if block_size is None:
+        if spec.block_size is None:
+            raise TesseraError("block_size", "required (the mask does not carry its block size)")
+        return spec.block_size
+    bq, bkv = _pair(block_size, "block_size")
+    if spec.block_size is not None and (bq, bkv) != tuple(spec.block_size):
+        raise TesseraError("block_size", f"({bq}, {bkv}) differs from the block size {tuple(spec.block_size)} the "
+                                         "mask was built for")
+    return bq, bkv
+
+
+def _check_qkv(q, k, v, layout: str):
+    if layout != "bshd" and layout != "bhsd":
+        raise TesseraError("layout", f"expected 'bshd' ([B, N, H, D]) or 'bhsd' ([B, H, N, D]), got {layout!r}")
+    t = _arrays._torch
+    if t is not None and isinstance(q, t.Tensor) and isinstance(k, t.Tensor) and isinstance(v, t.Tensor) \
+            and q.dim() == 4 and k.dim() == 4 and v.dim() == 4:
+        return True  # the common torch case, kept cheap; anything else gets the detailed checks below
+    torch_in = _arrays.is_torch(q)
+    if not torch_in and not _arrays.is_numpy(q):
+        raise TesseraError("q", f"expected a torch tensor or numpy array, got {type(q).__name__}")
+    for name, x in (("k", k), ("v", v)):
+        if _arrays.is_torch(x) != torch_in or not _arrays.is_array(x):
+            raise TesseraError(name, f"must be the same kind of array as q ({type(q).__name__}), got {type(x).__name__}")
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if x.ndim != 4:
+            dims = "[B, N, H, D]" if layout == "bshd" else "[B, H, N, D]"
+            raise TesseraError(name, f"expected rank 4 {dims} (layout '{layout}'), got shape {tuple(x.shape)}")
+    return torch_in
+
+
+def _to_bnhd(x, torch_in: bool):
+    """[B, H, N, D] -> [B, N, H, D] view (no copy)."""
+    return x.transpose(1, 2) if torch_in else np.swapaxes(x, 1, 2)
+
+
+def _prepare(q, k, v, block_mask, block_size, scale, layout, cache=True):
+    """Shared argument handling of the eager call and the custom op (cache=False while torch.compile traces).
+    Returns (torch_in, spec, B_Q, B_KV, scale)."""
+    torch_in = _check_qkv(q, k, v, layout)
+    spec = to_mask_spec(block_mask, cache)
+    bq, bkv = _block_sizes(block_size, spec)
+    if scale is not None:
+        scale = float(scale)
+        if not math.isfinite(scale):
+            raise TesseraError("scale", f"must be finite, got {scale}")
+    return torch_in, spec, bq, bkv, scale
+
+
+def _resolve_extents(spec: MaskSpec, n_q: int, n_kv: int, bq: int, bkv: int):
+    mb, mh, nqb, nkvb = spec.extents
+    if nkvb is None:
+        nkvb = -(-n_kv // bkv) if bkv > 0 else 0
+    if spec.seq_lengths is not None and tuple(spec.seq_lengths) != (int(n_q), int(n_kv)):
+        raise TesseraError("block_mask", f"the mask was built for sequence lengths {tuple(spec.seq_lengths)} but "
+                                         f"q/k have (N_q, N_kv) = ({n_q}, {n_kv})")
+    return mb, mh, nqb, nkvb
+
+
+def _run(q, k, v, spec: MaskSpec, bq: int, bkv: int, scale, layout: str, return_lse: bool, torch_in: bool,
+         mask_version: int, plan_id: Optional[str]):
+    """Allocates O (in the caller's layout) and LSE, and calls the native CPU or GPU path. Returns (O, LSE|None)."""
+    bhsd = layout == "bhsd"
+    if bhsd:
+        qv, kv, vv = _to_bnhd(q, torch_in), _to_bnhd(k, torch_in), _to_bnhd(v, torch_in)
+    else:
+        qv, kv, vv = q, k, v
+    b, n_q, h_q, _ = qv.shape
+    mb, mh, nqb, nkvb = _resolve_extents(spec, n_q, kv.shape[1], bq, bkv)
+    kind = KIND_CODES[spec.kind]
+    if torch_in:
+        torch = _arrays.torch_module()
+        o = torch.empty_like(q, memory_format=torch.contiguous_format)  # cheaper than torch.empty(shape, ...)
+        lse = torch.empty((b, h_q, n_q), dtype=torch.float32, device=q.device) if return_lse else None
+    else:
+        o = np.empty(q.shape, dtype=q.dtype)
+        lse = np.empty((b, h_q, n_q), dtype=np.float32) if return_lse else None
+    ov = _to_bnhd(o, torch_in) if bhsd else o
+    global _last_cpu, _last_device
+    m0, m1 = spec.m0, spec.m1
+    if torch_in:
+        # DLPack capsules from torch's C++ exporter: ~10x cheaper than Tensor.__dlpack__ (a Python method).
+        td = _dlpack_fn if _dlpack_fn is not None else _to_dlpack()
+        tensor = _arrays._torch.Tensor
+        qv, kv, vv, ov = td(qv), td(kv), td(vv), td(ov)
+        lse_arg = None if lse is None else td(lse)
+        m0 = td(m0) if isinstance(m0, tensor) else m0  # a numpy mask with CPU torch tensors stays numpy
+        m1 = td(m1) if isinstance(m1, tensor) else m1
+    else:
+        lse_arg = lse
+    if torch_in and q.is_cuda:
+        native = _C()
+        if not native.has_cuda():
+            raise TesseraUnsupportedError("q", "this build of tessera._C has no GPU runtime (CPU path only)")
+        device = q.get_device()
+        native.run_cuda(qv, kv, vv, ov, lse_arg, bq, bkv, kind, m0, m1, mb, mh, nqb, nkvb, scale, _current_stream(device),
+                        mask_version, plan_id or "")
+        _last_device = device
+    else:
+        _last_cpu = _C().run_cpu(qv, kv, vv, ov, lse_arg, bq, bkv, kind, m0, m1, mb, mh, nqb, nkvb, scale, _CPU_ARCH,
+                                 plan_id or "", True)
+        _last_cpu["device"] = "cpu"
+        _last_device = None
+    return o, lse
+
+
+if _arrays._torch is not None:  # torch already imported by the caller: register the custom op now
+    _load_ops()
+
+
+def block_sparse_attention(q, k, v, block_mask, block_size=None, *, scale: Optional[float] = None,
+                           layout: str = "bshd", return_lse: bool = False, mask_version: int = 0,
+                           plan_id: Optional[str] = None):
+    """Block-sparse attention E(M) (forward only).
+
+    Args:
+      q: [B, N_q, H_q, D] (layout "bshd") or [B, H_q, N_q, D] (layout "bhsd"); torch bf16/fp16 on CUDA; on the
+        CPU torch f16/bf16/f32/f64 or numpy f16/f32/f64. Any strides on the first three dims, head dim contiguous.
+      k, v: [B, N_kv, H_kv, D] / [B, H_kv, N_kv, D], same kind, device and dtype as q; H_q % H_kv == 0 (GQA/MQA).
+      block_mask: the logical block mask: a bool/uint8 array [B_m, H_m, n_qb, n_kvb]; ("csr", row_offsets,
+        col_indices, (B_m, H_m, n_qb, n_kvb)); ("index_lists", counts, indices, n_kvb); a FlexAttention
+        BlockMask; or a MaskSpec from tessera.from_flashinfer_bsr / from_flex_block_mask. Same device as q.
+        n_qb = ceil(N_q / B_Q), n_kvb = ceil(N_kv / B_KV); B_m in {1, B}, H_m in {1, H_q}.
+      block_size: B_Q = B_KV (int) or (B_Q, B_KV) in tokens, multiples of 16 in [16, 1024]. May be None when the mask
+        carries it (FlexAttention BlockMask.BLOCK_SIZE, FlashInfer (R, C)).
+      scale: softmax scale; default 1/sqrt(D).
+      layout: "bshd" or "bhsd" (FlexAttention / SDPA order); O is returned in the same layout.
+      return_lse: also return LSE [B, H_q, N_q] float32 (natural log; -inf for query tokens with no active block).
+      mask_version: exact-repeat cache (GPU): non-zero and equal to the previous call's value with the same tensors
+        and mask arrays promises unchanged mask contents, so mask state and launch metadata are reused (needed for
+        CUDA-graph capture). 0 = always rebuild. Ignored on the CPU.
+      plan_id: run this plan instead of selecting one (must be eligible).
+
+    Returns O (shape and dtype of q; numpy f16 -> f16), or (O, LSE) when return_lse.
+    Raises TesseraError (ValueError) naming the argument for invalid input, TesseraUnsupportedError
+    (NotImplementedError) for valid but unsupported requests, TesseraRuntimeError for CUDA failures. Nothing is
+    written to any output on error. Under torch.compile the call goes through the custom op
+    ``torch.ops.tessera.block_sparse_attention`` (fake implementation for shape propagation).
+    """
+    if _arrays.is_torch(q):
+        ops = _ops if _ops is not None else _load_ops()
+        if _arrays._torch.compiler.is_compiling():
+            return ops.call_op(q, k, v, block_mask, block_size, scale, layout, return_lse, mask_version, plan_id)
+    if type(mask_version) is not int or not 0 <= mask_version < 2**64:
+        if not (_arrays.is_int(mask_version) and 0 <= int(mask_version) < 2**64):
+            raise TesseraError("mask_version", f"expected an integer in [0, 2^64), got {mask_version!r}")
+        mask_version = int(mask_version)
+    if plan_id is not None and not isinstance(plan_id, str):
+        raise TesseraError("plan_id", f"expected a plan id string or None, got {type(plan_id).__name__}")
+    torch_in, spec, bq, bkv, scale = _prepare(q, k, v, block_mask, block_size, scale, layout)
+    if torch_in and (q.requires_grad or k.requires_grad or v.requires_grad) and _arrays._torch.is_grad_enabled():
+        raise TesseraUnsupportedError("q", "backward is not supported (forward only): call under torch.no_grad() / "
+                                           "torch.inference_mode(), or detach q, k and v")
+    o, lse = _run(q, k, v, spec, bq, bkv, scale, layout, return_lse, torch_in, mask_version, plan_id)
+    return (o, lse) if return_lse else o
+
+
+def last_dispatch(device: Optional[int] = None) -> Dict[str, Any]:
+    """What the last call did: plan_id, regime ("<key>/leaf<N>", "<key>/default", "<key>/forced"), source ("table",
+    "base", "default", "forced"), ranks_skipped, cache_hit, mask statistics (mask_shape, active_blocks, runs, density,
+    run_coverage, mean_run_length, mean_row_active, max_row_active, empty_rows) and host timings (host_select_us,
+    host_dispatch_us in microseconds, total_ms). `device`: a CUDA ordinal, or None for the last call wherever it
+    ran. Raises TesseraError("device") when nothing has run there yet."""
+    native = _C()
+    if device is None:
+        device = _last_device
+        if device is None:
+            if _last_cpu is None:
+                raise TesseraError("device", "no call has run yet")
+            return dict(_last_cpu)
+    if not native.has_cuda():
+        raise TesseraUnsupportedError("device", "this build of tessera._C has no GPU runtime")
+    d = native.last_dispatch_cuda(int(device))
+    d["device"] = f"cuda:{int(device)}"
+    d.update(native.runtime_info(int(device)))
+    return d
+
+
+def explain(q, k, v, block_mask, block_size=None, *, scale: Optional[float] = None, layout: str = "bshd",
+            plan_id: Optional[str] = None) -> Dict[str, Any]:
+    """The plan and regime Tessera chooses for this request, with the mask statistics s(M) it selected on.
+
+    There is no dry run: the request is executed (output discarded) and the dispatch record returned, see
+    :func:`last_dispatch` for the keys; on the GPU the dict also has "arch" and "table_status" (which plan table is in
+    use, or why none is). On the CPU the selection mimics sm90a (H100/H200) with its embedded plan table.
+    Same arguments and errors as :func:`block_sparse_attention`.
+    """
+    block_sparse_attention(q, k, v, block_mask, block_size, scale=scale, layout=layout, plan_id=plan_id)
+    return last_dispatch()
