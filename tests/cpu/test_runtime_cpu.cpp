@@ -72,7 +72,8 @@ TEST(RunCpu, SelectedPlansMatchTheReference) {
   for (auto [bq, bkv] : {std::pair{16, 16}, {32, 16}, {64, 64}, {128, 64}, {384, 384}}) {
     for (MaskFormat f : {MaskFormat::kDense, MaskFormat::kBlockCsr, MaskFormat::kIndexLists}) {
       const std::int64_t tokens = bq == 384 ? 400 : 300;  // ragged last blocks
-      Case c = make_case(1000 + n++, bq, bkv, tokens, 4, 2, f, testing::MaskPattern::kRowDensity, n % 2 == 0);
+      ++n;
+      Case c = make_case(1000 + n, bq, bkv, tokens, 4, 2, f, testing::MaskPattern::kRowDensity, n % 2 == 0);
       const DispatchInfo info = run_cpu(c.req);
       EXPECT_FALSE(info.plan_id.empty());
       EXPECT_TRUE(info.source == "default" || info.source == "table" || info.source == "base") << info.source;
