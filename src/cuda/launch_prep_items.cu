@@ -36,12 +36,32 @@ __global__ void count_items_kernel(PrepParams p, const std::int32_t* __restrict_
 __device__ __forceinline__ std::int32_t scan_items(std::uint64_t s) { return static_cast<std::int32_t>(s); }
 __device__ __forceinline__ std::int32_t scan_ones(std::uint64_t s) { return static_cast<std::int32_t>(s >> 32); }
 
+__device__ void write_totals(const PrepParams& p, const std::int32_t* tile_offsets, const std::uint64_t* scan,
+                             std::int32_t* totals) {
+  const std::int32_t n = static_cast<std::int32_t>(p.q_tiles());
+  totals[0] = tile_offsets[p.tile_rows()];
+  if (p.split > 1) {
+    const std::uint64_t s = scan[n];
+    totals[1] = scan_items(s);
+    totals[2] = scan_items(s) - scan_ones(s);
+    totals[3] = n - scan_ones(s);
+  } else {
+    totals[1] = n;
+    totals[2] = totals[3] = 0;
+  }
+}
+
+// One thread per query tile; thread 0 also writes the totals (entries, items, partials, merges).
 __global__ void write_items_kernel(PrepParams p, const std::int32_t* __restrict__ tile_offsets,
                                    const std::uint64_t* __restrict__ scan, WorkItem* __restrict__ items,
-                                   std::int32_t* __restrict__ merge_offsets, WorkItem* __restrict__ merge_targets) {
+                                   std::int32_t* __restrict__ merge_offsets, WorkItem* __restrict__ merge_targets,
+                                   std::int32_t* __restrict__ totals) {
   const std::int32_t q = static_cast<std::int32_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const bool split = p.split > 1;
-  if (q == 0) merge_offsets[0] = 0;  // {0} also when nothing is split
+  if (q == 0) {
+    merge_offsets[0] = 0;  // {0} also when nothing is split
+    write_totals(p, tile_offsets, scan, totals);
+  }
   if (q >= static_cast<std::int32_t>(p.q_tiles())) return;
   const QueryTile qt = query_tile(p, q);
   const std::int32_t begin = tile_offsets[qt.tile_row];
@@ -54,21 +74,6 @@ __global__ void write_items_kernel(PrepParams p, const std::int32_t* __restrict_
     const std::int32_t m = q - scan_ones(s);
     merge_targets[m] = merge_target(qt, begin, n_e);
     merge_offsets[m + 1] = slot_base + k;
-  }
-}
-
-__global__ void totals_kernel(PrepParams p, const std::int32_t* tile_offsets, const std::uint64_t* scan,
-                              std::int32_t* totals) {
-  const std::int32_t n = static_cast<std::int32_t>(p.q_tiles());
-  totals[0] = tile_offsets[p.tile_rows()];
-  if (p.split > 1) {
-    const std::uint64_t s = scan[n];
-    totals[1] = scan_items(s);
-    totals[2] = scan_items(s) - scan_ones(s);
-    totals[3] = n - scan_ones(s);
-  } else {
-    totals[1] = n;
-    totals[2] = totals[3] = 0;
   }
 }
 
@@ -117,9 +122,7 @@ void build_work_items_gpu(const PrepParams& p, ItemBuffers& b, bool persistent, 
   const bool sort = persistent && items_bound > 0;
   // The persistent list is written to items_alt, then gathered into items in sorted order.
   write_items_kernel<<<blocks_for(std::max<std::int64_t>(n, 1)), kThreads, 0, stream>>>(
-      p, b.tile_offsets, b.scan, sort ? b.items_alt : b.items, b.merge_offsets, b.merge_targets);
-  TESSERA_CUDA_CHECK_LAUNCH();
-  totals_kernel<<<1, 1, 0, stream>>>(p, b.tile_offsets, b.scan, b.totals);
+      p, b.tile_offsets, b.scan, sort ? b.items_alt : b.items, b.merge_offsets, b.merge_targets, b.totals);
   TESSERA_CUDA_CHECK_LAUNCH();
   if (sort) {
     // Longest possible row: every unit of the kv space present (span: r_kv entries each; packed: one slot each).
