@@ -71,9 +71,7 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
   grow(out.merge_offsets, (bd.merges + 1) * 4);
   grow(out.merge_targets, bd.merges * static_cast<std::int64_t>(sizeof(WorkItem)));
   grow(out.totals, 4 * 4);
-  if (p.split > 1) {
-    for (DeviceBuffer* b : {&out.scan_items, &out.scan_slots, &out.scan_merge}) grow(*b, (n + 1) * 4);
-  }
+  if (p.split > 1) grow(out.scan_items, (n + 1) * 8);
   if (plan.org.persistent) {
     grow(out.keys, bd.items * 4);
     grow(out.keys_alt, bd.items * 4);
@@ -89,26 +87,28 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
     out.row_offsets_ptr = mask_rows;
     out.kv_tile_ptr = mask_cols;
   } else {
-    grow(out.tile_row_offsets, (bd.tile_rows + 1) * 4);
+    if (!prep::tile_offsets_are_mask_offsets(p)) grow(out.tile_row_offsets, (bd.tile_rows + 1) * 4);
     if (!p.pack) grow(out.kv_tile, bd.entries * 4);
     if (p.membership) grow(out.member, bd.entries * 8);
     if (p.pack) grow(out.gather_blocks, bd.entries * p.pack * 4);
-    if (p.traversal != 0) {
+    if (p.traversal == 2) {  // run-major: ascending rows in scratch, then the reorder
       if (!p.pack) grow(out.tmp_kv, bd.entries * 4);
       if (p.membership) grow(out.tmp_member, bd.entries * 8);
       if (p.pack) grow(out.tmp_gather, bd.entries * p.pack * 4);
+      grow(out.runs, bd.entries * 4);
     }
     prep::TileRowBuffers tb{out.tile_row_offsets.as<std::int32_t>(), out.kv_tile.as<std::int32_t>(),
                             out.member.as<std::uint64_t>(), out.gather_blocks.as<std::int32_t>(),
                             out.tmp_kv.as<std::int32_t>(), out.tmp_member.as<std::uint64_t>(),
-                            out.tmp_gather.as<std::int32_t>(), out.cub_temp.data(), out.cub_temp.bytes()};
+                            out.tmp_gather.as<std::int32_t>(), out.runs.as<std::int32_t>(), out.cub_temp.data(),
+                            out.cub_temp.bytes()};
     prep::build_tile_rows_gpu(p, mask_rows, mask_cols, tb, s);
-    out.row_offsets_ptr = out.tile_row_offsets.as<const std::int32_t>();
+    out.row_offsets_ptr = prep::tile_offsets_are_mask_offsets(p) ? mask_rows
+                                                                  : out.tile_row_offsets.as<const std::int32_t>();
     out.kv_tile_ptr = p.pack ? nullptr : out.kv_tile.as<const std::int32_t>();
   }
   prep::ItemBuffers ib{out.row_offsets_ptr, out.items.as<WorkItem>(), out.merge_offsets.as<std::int32_t>(),
-                       out.merge_targets.as<WorkItem>(), out.scan_items.as<std::int32_t>(),
-                       out.scan_slots.as<std::int32_t>(), out.scan_merge.as<std::int32_t>(),
+                       out.merge_targets.as<WorkItem>(), out.scan_items.as<std::uint64_t>(),
                        out.keys.as<std::uint32_t>(), out.keys_alt.as<std::uint32_t>(), out.order.as<std::int32_t>(),
                        out.order_alt.as<std::int32_t>(), out.items_alt.as<WorkItem>(), out.cub_temp.data(),
                        out.cub_temp.bytes(), out.totals.as<std::int32_t>()};

@@ -9,7 +9,7 @@
 
 namespace tessera::prep {
 
-/// Device arrays of the tile-row builder. tmp_* are used only for a non-ascending traversal.
+/// Device arrays of the tile-row builder. tmp_* and runs ([entries] int32) are used only for run-major traversal.
 struct TileRowBuffers {
   std::int32_t* tile_offsets;  ///< [rows + 1]
   std::int32_t* kv_tile;       ///< [entries] span forms
@@ -18,9 +18,14 @@ struct TileRowBuffers {
   std::int32_t* tmp_kv;
   std::uint64_t* tmp_member;
   std::int32_t* tmp_gather;
+  std::int32_t* runs;
   void* cub_temp;
   std::size_t cub_temp_bytes;
 };
+
+/// Whether the tile-row offsets are mu(M)'s row offsets themselves (c_q == 1, Direct KV): then the builders read
+/// and the work items use the mask's offsets, and tile_offsets is not written.
+bool tile_offsets_are_mask_offsets(const PrepParams& p);
 
 /// Counts, scans and fills the tile rows (then applies the traversal order). launch_prep_tiles.cu.
 void build_tile_rows_gpu(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
@@ -33,9 +38,7 @@ struct ItemBuffers {
   WorkItem* items;          ///< [items bound]
   std::int32_t* merge_offsets;  ///< [q_tiles + 1]
   WorkItem* merge_targets;  ///< [q_tiles]
-  std::int32_t* scan_items;  ///< [q_tiles + 1]
-  std::int32_t* scan_slots;  ///< [q_tiles + 1]
-  std::int32_t* scan_merge;  ///< [q_tiles + 1]
+  std::uint64_t* scan;      ///< [q_tiles + 1] split-KV: items (low 32 bits) and unsplit tiles (high 32 bits)
   // persistent order
   std::uint32_t* keys;
   std::uint32_t* keys_alt;

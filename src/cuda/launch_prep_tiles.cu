@@ -1,8 +1,22 @@
 // GPU tile-row builders: refined tile lists, coarsened tile lists with membership bitmasks, packed KV index
-// lists, and the traversal order. One warp per tile row splits the row's kv-unit space over its lanes
-// (build_tile_row_range in core/launch_prep_rules.hpp, equal to the CPU twin's build_tile_row); CUB scans the
-// per-row counts into the tile-row offsets; the traversal reorder runs one thread per row.
+// lists, and the traversal order. Output is defined by core/launch_prep_rules.hpp (build_tile_row,
+// reorder_tile_row) and equals the CPU twins bit for bit; only the method differs:
+//  - One warp per tile row. The warp walks the row's kv-block space in windows of 1,024 logical kv blocks
+//    (skipping windows no cursor reaches). For each of the row's c_q logical rows it loads the window's columns
+//    coalesced (32 per step) and sets them in a per-row bitmap in shared memory (32 words per logical row). Lane L
+//    then owns word L of the window: the union of the c_q words gives the active kv units (a unit = c_kv adjacent
+//    blocks; c_kv in {1, 2, 4, 8} divides 32, so a unit never straddles a word), a warp scan of the per-lane counts
+//    gives every unit its entry position, and membership bits are shifts of the c_q words. No serial merge, no
+//    binary search, no 64-bit division.
+//  - Counting: when c_q == 1 and c_kv == 1 (Direct, Refined and packed KV) a row's entry count follows from its
+//    mask row length alone (one thread per row); otherwise the bitmap kernel runs in count mode. CUB scans the
+//    counts into the tile-row offsets. Direct KV in another traversal order uses mu(M)'s offsets as they are.
+//  - Traversal: descending is an index permutation inside the write pass; run-major writes ascending entries to
+//    scratch, then one warp per row finds the runs (ballot over 32 entries at a time) and emits them by decreasing
+//    length (one sweep over the run list per distinct length, positions from a ballot prefix).
 #include <cub/device/device_scan.cuh>
+
+#include <climits>
 
 #include "core/launch_prep_rules.hpp"
 #include "cuda/check.cuh"
@@ -13,15 +27,27 @@ namespace tessera::prep {
 namespace {
 
 constexpr int kThreads = 128;
-
+constexpr int kWarps = kThreads / 32;
+constexpr int kWinWords = 32;
+constexpr int kWinCols = kWinWords * 32;
 constexpr unsigned kFull = 0xffffffffu;
 
-__device__ std::int32_t warp_sum(std::int32_t v) {
+__device__ __forceinline__ std::int32_t warp_sum(std::int32_t v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
   return v;
 }
 
-__device__ std::int32_t warp_exclusive_scan(std::int32_t v, int lane) {
+__device__ __forceinline__ std::int32_t warp_min(std::int32_t v) {
+  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(kFull, v, o));
+  return v;
+}
+
+__device__ __forceinline__ std::int32_t warp_max(std::int32_t v) {
+  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(kFull, v, o));
+  return v;
+}
+
+__device__ __forceinline__ std::int32_t warp_exclusive_scan(std::int32_t v, int lane) {
   std::int32_t x = v;
   for (int o = 1; o < 32; o <<= 1) {
     const std::int32_t y = __shfl_up_sync(kFull, x, o);
@@ -30,95 +56,303 @@ __device__ std::int32_t warp_exclusive_scan(std::int32_t v, int lane) {
   return x - v;
 }
 
-// Lane `lane`'s share [lo, hi) of a row's kv-unit space.
-__device__ void lane_units(const PrepParams& p, int lane, std::int32_t& lo, std::int32_t& hi) {
-  const std::int64_t u = row_units(p);
-  lo = static_cast<std::int32_t>(u * lane / 32);
-  hi = static_cast<std::int32_t>(u * (lane + 1) / 32);
+__device__ __forceinline__ unsigned lanes_below(int lane) { return (1u << lane) - 1u; }
+
+// Bits at the first block of every c_kv-group of a 32-bit word (c_kv a power of two <= 8).
+__device__ __forceinline__ std::uint32_t group_heads(std::uint32_t u, int c_kv) {
+  std::uint32_t g = u;
+  for (int s = 1; s < c_kv; s <<= 1) g |= g >> s;
+  const std::uint32_t heads = c_kv == 1 ? 0xffffffffu : c_kv == 2 ? 0x55555555u : c_kv == 4 ? 0x11111111u : 0x01010101u;
+  return g & heads;
 }
 
-// One warp per tile row: entries of the row (the scan's last slot, counts[rows], is set to 0).
-__global__ void count_rows_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
-                                  const std::int32_t* __restrict__ cols, std::int32_t* __restrict__ counts) {
-  const std::int64_t rows = p.tile_rows();
-  const std::int64_t r = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+// Entries of unit u on a span form: r_kv, fewer for the ragged last unit (rules: tile u*r + j < kv_tiles).
+__device__ __forceinline__ std::int32_t unit_entries(const PrepParams& p, std::int32_t u) {
+  const std::int64_t left = p.kv_tiles - static_cast<std::int64_t>(u) * p.r_kv;
+  return left < p.r_kv ? static_cast<std::int32_t>(left) : p.r_kv;
+}
+
+// One warp per tile row. kWrite = false: counts[row] = entries (counts[rows] = 0 for the scan). kWrite = true:
+// writes the row at tile_offsets[row] in ascending (traversal 0 or 2, the latter into scratch) or descending order.
+template <bool kWrite>
+__global__ void __launch_bounds__(kThreads) tile_rows_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
+                                                             const std::int32_t* __restrict__ cols,
+                                                             std::int32_t* __restrict__ offsets_or_counts,
+                                                             std::int32_t* __restrict__ kv_tile,
+                                                             std::uint64_t* __restrict__ member,
+                                                             std::int32_t* __restrict__ gather, int desc) {
+  __shared__ std::uint32_t bitmap_all[kWarps][kMaxMappingFactor][kWinWords];
+  const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  if (r >= rows) {
-    if (r == rows && lane == 0) counts[r] = 0;
+  const std::int32_t rows = static_cast<std::int32_t>(p.tile_rows());
+  const std::int32_t row = static_cast<std::int32_t>(blockIdx.x) * kWarps + warp;
+  if (row >= rows) {
+    if (!kWrite && row == rows && lane == 0) offsets_or_counts[rows] = 0;
     return;  // warp-uniform
   }
-  std::int32_t lo, hi;
-  lane_units(p, lane, lo, hi);
-  const RangeCount rc = build_tile_row_range(p, row_offsets, cols, r, lo, hi, 0, 0, nullptr, nullptr, nullptr);
-  const std::int32_t units = warp_sum(rc.units);
-  const std::int32_t entries = warp_sum(rc.entries);
-  if (lane == 0) counts[r] = p.pack ? (units + p.pack - 1) / p.pack : entries;
-}
-
-// One warp per tile row: lanes count their unit ranges again, scan, then write their entries.
-__global__ void fill_rows_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
-                                 const std::int32_t* __restrict__ cols, const std::int32_t* __restrict__ tile_offsets,
-                                 std::int32_t* kv_tile, std::uint64_t* member, std::int32_t* gather) {
-  const std::int64_t r = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (r >= p.tile_rows()) return;  // warp-uniform
-  const std::int64_t o = tile_offsets[r];
-  std::int32_t lo, hi;
-  lane_units(p, lane, lo, hi);
-  const RangeCount rc = build_tile_row_range(p, row_offsets, cols, r, lo, hi, 0, 0, nullptr, nullptr, nullptr);
-  const std::int32_t unit_base = warp_exclusive_scan(rc.units, lane);
-  const std::int32_t entry_base = warp_exclusive_scan(rc.entries, lane);
-  if (p.pack) {
-    // Packed entries may be shared by two lanes: clear them first (member 0, gather -1).
-    const std::int32_t n = tile_offsets[r + 1] - tile_offsets[r];
-    for (std::int32_t e = lane; e < n; e += 32) {
-      if (p.membership) member[o + e] = 0;
-      for (int j = 0; j < p.pack; ++j) gather[(o + e) * p.pack + j] = -1;
+  std::uint32_t(*bm)[kWinWords] = bitmap_all[warp];
+  const std::int32_t rph = static_cast<std::int32_t>(p.rows_per_head);
+  const std::int32_t n_qb = static_cast<std::int32_t>(p.n_qb);
+  const std::int32_t mh = row / rph;
+  const std::int32_t t = row - mh * rph;
+  const int c_q = p.c_q;
+  const int nq = min(c_q, n_qb - t * c_q);  // >= 1: t < ceil(n_qb / c_q)
+  // Lane qi (< nq) holds the cursor of logical row qi.
+  std::int32_t cur = 0, end = 0;
+  if (lane < nq) {
+    const std::int64_t lr = static_cast<std::int64_t>(mh) * n_qb + static_cast<std::int64_t>(t) * c_q + lane;
+    cur = row_offsets[lr];
+    end = row_offsets[lr + 1];
+  }
+  const int c_kv = p.c_kv;
+  const int log_ckv = c_kv == 1 ? 0 : c_kv == 2 ? 1 : c_kv == 4 ? 2 : 3;
+  const std::uint32_t group_mask = (1u << c_kv) - 1u;
+  const int pack = p.pack;
+  const int r_kv = p.r_kv;
+  const std::int32_t last_unit = row_units(p) - 1;
+  const std::int32_t last_extra = pack ? 0 : unit_entries(p, last_unit) - r_kv;  // <= 0
+  std::int64_t o = 0;
+  std::int32_t n_row = 0;
+  if (kWrite) {
+    o = offsets_or_counts[row];
+    n_row = offsets_or_counts[row + 1] - static_cast<std::int32_t>(o);
+    if (pack && p.membership) {
+      // Packed entries shared by several lanes (or windows) are OR-ed atomically: clear the row first.
+      for (std::int32_t e = lane; e < n_row; e += 32) member[o + e] = 0;
+      __syncwarp();
+    }
+  }
+  std::int32_t done = 0;  // entries (span) or units (packed) of the row emitted so far
+  for (;;) {
+    const std::int32_t next = warp_min(cur < end ? __ldg(cols + cur) : INT_MAX);
+    if (next == INT_MAX) break;  // warp-uniform
+    const std::int32_t win = next & ~(kWinCols - 1);
+    for (int qi = 0; qi < nq; ++qi) bm[qi][lane] = 0;
+    __syncwarp();
+    for (int qi = 0; qi < nq; ++qi) {
+      std::int32_t c = __shfl_sync(kFull, cur, qi);
+      const std::int32_t e = __shfl_sync(kFull, end, qi);
+      while (c < e) {
+        const std::int32_t idx = c + lane;
+        const std::int32_t v = idx < e ? __ldg(cols + idx) : INT_MAX;
+        const bool in = v - win < kWinCols;  // v >= win: columns below win were consumed by earlier windows
+        const unsigned bal = __ballot_sync(kFull, in);
+        if (in) atomicOr(&bm[qi][(v - win) >> 5], 1u << (v & 31));
+        c += __popc(bal);
+        if (bal != kFull) break;
+      }
+      if (lane == qi) cur = c;
     }
     __syncwarp();
+    std::uint32_t m[kMaxMappingFactor];
+    std::uint32_t u = 0;
+#pragma unroll
+    for (int qi = 0; qi < kMaxMappingFactor; ++qi) {
+      m[qi] = qi < nq ? bm[qi][lane] : 0u;
+      u |= m[qi];
+    }
+    __syncwarp();  // the bitmap is cleared for the next window only after every lane read it
+    const std::uint32_t heads = group_heads(u, c_kv);
+    const std::int32_t word_col = win + lane * 32;
+    std::int32_t count = __popc(heads);
+    if (!pack) {
+      count *= r_kv;
+      if (last_extra != 0) {
+        const std::int32_t lb = (last_unit << log_ckv) - word_col;  // bit of the last unit's head in this word
+        if (lb >= 0 && lb < 32 && ((heads >> lb) & 1u)) count += last_extra;
+      }
+    }
+    const std::int32_t base = done + warp_exclusive_scan(count, lane);
+    done += warp_sum(count);
+    if (kWrite) {
+      std::uint32_t h = heads;
+      std::int32_t k = base;  // entry position (span) or unit rank (packed)
+      std::int64_t acc_entry = -1;
+      std::uint64_t acc = 0;
+      const std::int32_t g0 = base, g1 = base + count;
+      while (h) {
+        const int b = __ffs(h) - 1;
+        h &= h - 1;
+        const std::int32_t unit = (word_col + b) >> log_ckv;
+        if (!pack) {
+          std::uint64_t bits = 0;
+#pragma unroll
+          for (int qi = 0; qi < kMaxMappingFactor; ++qi)
+            bits |= static_cast<std::uint64_t>((m[qi] >> b) & group_mask) << (qi * 8);
+          const std::int32_t ne = unit == last_unit ? r_kv + last_extra : r_kv;
+          for (std::int32_t j = 0; j < ne; ++j, ++k) {
+            const std::int64_t d = o + (desc ? n_row - 1 - k : k);
+            kv_tile[d] = unit * r_kv + j;
+            if (p.membership) member[d] = bits;
+          }
+        } else {
+          const std::int32_t e = k / pack, slot = k - e * pack;
+          const std::int64_t de = o + (desc ? n_row - 1 - e : e);
+          gather[de * pack + slot] = unit;
+          if (p.membership) {
+            std::uint64_t bits = 0;
+#pragma unroll
+            for (int qi = 0; qi < kMaxMappingFactor; ++qi)
+              bits |= static_cast<std::uint64_t>((m[qi] >> b) & 1u) << (qi * 8 + slot);
+            if (de != acc_entry) {
+              if (acc_entry >= 0) atomicOr(reinterpret_cast<unsigned long long*>(member + acc_entry), acc);
+              acc_entry = de;
+              acc = 0;
+            }
+            acc |= bits;
+            // An entry whose every slot comes from this lane in this window is written plainly.
+            if (slot == pack - 1 && e * pack >= g0 && e * pack + pack <= g1) {
+              member[de] = acc;
+              acc_entry = -1;
+            }
+          }
+          ++k;
+        }
+      }
+      if (pack && p.membership && acc_entry >= 0)
+        atomicOr(reinterpret_cast<unsigned long long*>(member + acc_entry), acc);
+    }
   }
-  build_tile_row_range(p, row_offsets, cols, r, lo, hi, unit_base, entry_base, p.pack ? nullptr : kv_tile + o,
-                       p.membership ? member + o : nullptr, p.pack ? gather + o * p.pack : nullptr);
+  if (!kWrite) {
+    if (lane == 0) offsets_or_counts[row] = pack ? (done + pack - 1) / pack : done;
+  } else if (pack) {
+    // Padding slots of the last entry.
+    const std::int32_t g = done + lane;
+    if (g < n_row * pack) {
+      const std::int32_t e = g / pack, slot = g - e * pack;
+      gather[(o + (desc ? n_row - 1 - e : e)) * pack + slot] = -1;
+    }
+  }
 }
 
-__global__ void reorder_rows_kernel(PrepParams p, const std::int32_t* __restrict__ tile_offsets,
-                                    const std::int32_t* kv_in, const std::uint64_t* mem_in,
-                                    const std::int32_t* gather_in, std::int32_t* kv_out, std::uint64_t* mem_out,
-                                    std::int32_t* gather_out) {
-  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r >= p.tile_rows()) return;
-  const std::int64_t o = tile_offsets[r];
-  const std::int32_t n = tile_offsets[r + 1] - tile_offsets[r];
+// c_q == 1 and c_kv == 1: a tile row is a logical row; its entry count follows from its length (and, for
+// Refined KV, whether it holds the ragged last block). One thread per row; counts[rows] = 0.
+__global__ void count_rows_simple_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
+                                         const std::int32_t* __restrict__ cols, std::int32_t* __restrict__ counts) {
+  const std::int32_t rows = static_cast<std::int32_t>(p.tile_rows());
+  const std::int32_t r = static_cast<std::int32_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r > rows) return;
+  if (r == rows) {
+    counts[r] = 0;
+    return;
+  }
+  const std::int32_t b = row_offsets[r], e = row_offsets[r + 1];
+  const std::int32_t len = e - b;
+  std::int32_t n;
+  if (p.pack) {
+    n = (len + p.pack - 1) / p.pack;
+  } else {
+    n = len * p.r_kv;
+    const std::int32_t last = static_cast<std::int32_t>(p.n_kvb) - 1;
+    if (len > 0 && cols[e - 1] == last) n += unit_entries(p, last) - p.r_kv;
+  }
+  counts[r] = n;
+}
+
+// Run-major traversal of one row per warp: ascending entries in (kv_in, mem_in, gather_in) -> outputs.
+// runs: scratch, the run starts of the row (at most n).
+__global__ void run_major_kernel(PrepParams p, const std::int32_t* __restrict__ tile_offsets,
+                                                             const std::int32_t* kv_in, const std::uint64_t* mem_in,
+                                                             const std::int32_t* gather_in, std::int32_t* runs_all,
+                                                             std::int32_t* kv_out, std::uint64_t* mem_out,
+                                                             std::int32_t* gather_out) {
+  const int lane = threadIdx.x % 32;
+  const std::int32_t row = static_cast<std::int32_t>(blockIdx.x) * kWarps + static_cast<std::int32_t>(threadIdx.x / 32);
+  if (row >= static_cast<std::int32_t>(p.tile_rows())) return;  // warp-uniform
+  const std::int64_t o = tile_offsets[row];
+  const std::int32_t n = tile_offsets[row + 1] - static_cast<std::int32_t>(o);
+  if (n == 0) return;
   const std::int64_t g = p.pack;
-  reorder_tile_row(p, n, p.pack ? nullptr : kv_in + o, p.membership ? mem_in + o : nullptr,
-                   p.pack ? gather_in + o * g : nullptr, p.pack ? nullptr : kv_out + o,
-                   p.membership ? mem_out + o : nullptr, p.pack ? gather_out + o * g : nullptr);
+  const std::int32_t* ki = p.pack ? nullptr : kv_in + o;
+  const std::uint64_t* mi = p.membership ? mem_in + o : nullptr;
+  const std::int32_t* gi = p.pack ? gather_in + o * g : nullptr;
+  std::int32_t* ko = p.pack ? nullptr : kv_out + o;
+  std::uint64_t* mo = p.membership ? mem_out + o : nullptr;
+  std::int32_t* go = p.pack ? gather_out + o * g : nullptr;
+  std::int32_t* runs = runs_all + o;
+  // Run starts, in ascending order.
+  std::int32_t n_runs = 0;
+  for (std::int32_t base = 0; base < n; base += 32) {
+    const std::int32_t e = base + lane;
+    const bool start = e < n && !continues_run(p, ki, gi, e);
+    const unsigned bal = __ballot_sync(kFull, start);
+    if (start) runs[n_runs + __popc(bal & lanes_below(lane))] = e;
+    n_runs += __popc(bal);
+  }
+  __syncwarp();
+  std::int32_t longest = 0;
+  for (std::int32_t k = lane; k < n_runs; k += 32) longest = max(longest, (k + 1 < n_runs ? runs[k + 1] : n) - runs[k]);
+  std::int32_t len = warp_max(longest);
+  std::int32_t out = 0;
+  // One sweep per distinct run length, longest first; runs of one length keep their ascending order.
+  while (len > 0) {
+    std::int32_t shorter = 0;
+    for (std::int32_t kb = 0; kb < n_runs; kb += 32) {
+      const std::int32_t k = kb + lane;
+      std::int32_t s = 0, l = 0;
+      if (k < n_runs) {
+        s = runs[k];
+        l = (k + 1 < n_runs ? runs[k + 1] : n) - s;
+      }
+      const bool sel = k < n_runs && l == len;
+      if (k < n_runs && l < len) shorter = max(shorter, l);
+      unsigned bal = __ballot_sync(kFull, sel);
+      const std::int32_t dst = out + __popc(bal & lanes_below(lane)) * len;
+      if (len < 32) {
+        if (sel) {
+          for (std::int32_t j = 0; j < len; ++j) copy_entry(p, ki, mi, gi, s + j, ko, mo, go, dst + j);
+        }
+      } else {
+        while (bal) {  // long runs: the whole warp copies each one
+          const int src_lane = __ffs(bal) - 1;
+          bal &= bal - 1;
+          const std::int32_t s2 = __shfl_sync(kFull, s, src_lane), d2 = __shfl_sync(kFull, dst, src_lane);
+          for (std::int32_t j = lane; j < len; j += 32) copy_entry(p, ki, mi, gi, s2 + j, ko, mo, go, d2 + j);
+        }
+      }
+      out += __popc(__ballot_sync(kFull, sel)) * len;
+    }
+    len = warp_max(shorter);
+  }
 }
 
 unsigned blocks_for(std::int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+unsigned row_blocks(std::int64_t rows) { return static_cast<unsigned>((rows + kWarps - 1) / kWarps); }
 
 }  // namespace
+
+bool tile_offsets_are_mask_offsets(const PrepParams& p) {
+  return p.c_q == 1 && p.c_kv == 1 && p.r_kv == 1 && !p.pack;
+}
 
 void build_tile_rows_gpu(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                          TileRowBuffers& b, cudaStream_t stream) {
   const std::int64_t rows = p.tile_rows();
-  count_rows_kernel<<<blocks_for((rows + 1) * 32), kThreads, 0, stream>>>(p, row_offsets, cols, b.tile_offsets);
-  TESSERA_CUDA_CHECK_LAUNCH();
-  std::size_t temp = b.cub_temp_bytes;
-  TESSERA_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(b.cub_temp, temp, b.tile_offsets, b.tile_offsets,
-                                                   static_cast<int>(rows + 1), stream));
-  const bool reorder = p.traversal != 0;
-  if (rows > 0) {
-    fill_rows_kernel<<<blocks_for(rows * 32), kThreads, 0, stream>>>(p, row_offsets, cols, b.tile_offsets,
-                                                                reorder ? b.tmp_kv : b.kv_tile,
-                                                                reorder ? b.tmp_member : b.member,
-                                                                reorder ? b.tmp_gather : b.gather);
-    TESSERA_CUDA_CHECK_LAUNCH();
-    if (reorder) {
-      reorder_rows_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(p, b.tile_offsets, b.tmp_kv, b.tmp_member,
-                                                                     b.tmp_gather, b.kv_tile, b.member, b.gather);
-      TESSERA_CUDA_CHECK_LAUNCH();
+  const std::int32_t* offsets = b.tile_offsets;
+  if (tile_offsets_are_mask_offsets(p)) {
+    offsets = row_offsets;  // Direct KV: tile rows are the logical rows, entries are the columns
+  } else {
+    if (p.c_q == 1 && p.c_kv == 1) {
+      count_rows_simple_kernel<<<blocks_for(rows + 1), kThreads, 0, stream>>>(p, row_offsets, cols, b.tile_offsets);
+    } else {
+      tile_rows_kernel<false><<<row_blocks(rows + 1), kThreads, 0, stream>>>(p, row_offsets, cols, b.tile_offsets,
+                                                                           nullptr, nullptr, nullptr, 0);
     }
+    TESSERA_CUDA_CHECK_LAUNCH();
+    std::size_t temp = b.cub_temp_bytes;
+    TESSERA_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(b.cub_temp, temp, b.tile_offsets, b.tile_offsets,
+                                                     static_cast<int>(rows + 1), stream));
+  }
+  if (rows == 0) return;
+  const bool run_major = p.traversal == 2;
+  tile_rows_kernel<true><<<row_blocks(rows), kThreads, 0, stream>>>(
+      p, row_offsets, cols, const_cast<std::int32_t*>(offsets), run_major ? b.tmp_kv : b.kv_tile,
+      run_major ? b.tmp_member : b.member, run_major ? b.tmp_gather : b.gather, p.traversal == 1 ? 1 : 0);
+  TESSERA_CUDA_CHECK_LAUNCH();
+  if (run_major) {
+    run_major_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(p, offsets, b.tmp_kv, b.tmp_member, b.tmp_gather,
+                                                                b.runs, b.kv_tile, b.member, b.gather);
+    TESSERA_CUDA_CHECK_LAUNCH();
   }
 }
 

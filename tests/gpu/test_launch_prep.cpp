@@ -83,6 +83,42 @@ TEST(LaunchPrepGpu, MatchesCpuTwinsBitForBitOnRandomMasks) {
   EXPECT_GE(checked, 1000);
 }
 
+// Long kv rows: several 1,024-block windows of the GPU tile-row builder, windows skipped by sparse rows, full
+// windows (density 1), runs longer than a warp (run-major), ragged refined tails, broadcast mask extents.
+TEST(LaunchPrepGpu, LongRowsMatchCpuTwinsBitForBit) {
+  TESSERA_REQUIRE_GPU();
+  std::mt19937_64 g(0x10ad5);
+  const double densities[] = {0.0005, 0.003, 0.05, 0.4, 1.0};
+  DeviceTileMetadata reused;
+  for (int iter = 0; iter < 120; ++iter) {
+    Plan plan;
+    plan.head_dim = 64;
+    plan.q = random_mapping(g, false, plan.block_q);
+    plan.kv = random_mapping(g, true, plan.block_kv);
+    plan.org.group = 1 + static_cast<int>(g() % 4);
+    plan.org.persistent = g() % 3 == 0;
+    plan.org.traversal = static_cast<Traversal>(g() % 3);
+    plan.org.split = 1 << (g() % 5);
+    PrepProblem pr;
+    pr.batch = 1 + static_cast<std::int64_t>(g() % 2);
+    pr.heads_kv = 1;
+    pr.heads_q = 1 + static_cast<std::int64_t>(g() % 2);
+    pr.n_q = 1 + static_cast<std::int64_t>(g() % 300);
+    pr.n_kv = 16 * 1000 + static_cast<std::int64_t>(g() % (16 * 4000));
+    pr.head_dim = 64;
+    const std::int64_t bm = g() % 2 ? pr.batch : 1, hm = g() % 2 ? pr.heads_q : 1;
+    const auto dm = plan_testing::random_mask(bm, hm, num_blocks(pr.n_q, plan.block_q),
+                                              num_blocks(pr.n_kv, plan.block_kv),
+                                              densities[g() % std::size(densities)], g());
+    const HostMaskState ms = plan_testing::host_mask_state(dm);
+    SCOPED_TRACE("iter " + std::to_string(iter) + " plan " + plan_id(plan));
+    const HostTileMetadata cpu = prepare_plan_cpu(plan, ms, pr);
+    const DeviceMaskState dms = upload_mask_state(ms, nullptr);
+    prepare_plan_gpu(plan, dms, pr, nullptr, reused);
+    ASSERT_EQ(first_difference(download_tile_metadata(reused, nullptr), cpu), "");
+  }
+}
+
 TEST(LaunchPrepGpu, WanSizedMaskMatchesCpu) {
   TESSERA_REQUIRE_GPU();
   // Wan2.1 720p geometry at B = 64: N = 75,600 tokens, 1,182 blocks per side; a few heads to keep the CPU fast.
