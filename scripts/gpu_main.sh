@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # One GPU-machine session of the whole pipeline, in phases with time limits (logs and JSON under $OUT):
 #   build + all GPU tests (scripts/gpu_check.sh), memcheck on a subset, the kernel benchmark against
-#   FlexAttention, `tessera profile` on corpus cases, `tessera compile-table`, a rebuild with the new table
-#   embedded, the main job `tessera run`, and the launch-preparation benchmark.
+#   FlexAttention, the launch-preparation benchmark, `tessera profile` on corpus cases, `tessera compile-table`, a rebuild with the new table
+#   embedded, and the main job `tessera run`.
 # Knobs: PROFILE_CASES (per family and split), RUN_CASES (per family), PHASES (subset of the phase names).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
-PHASES="${PHASES:-test bench profile run}"
+PHASES="${PHASES:-test bench prep profile run}"
 has() { [[ " $PHASES " == *" $1 "* ]]; }
 T0=$(date +%s); stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 scripts/gpu_check.sh $(has test || echo "-R ^none$") ; stamp "gpu_check rc=$?"
@@ -22,7 +22,10 @@ if has bench; then
   timeout 120 python3 bench/flex_vs_tessera.py --tessera "$OUT/tessera_mma_bench.json" --data /tmp/tessera_bench \
     --out "$OUT/flex_vs_tessera.json" > "$OUT/flex.log" 2>&1
   stamp "bench rc=$?"; grep -v Warning "$OUT/flex.log" | tail -16
-  timeout 30 $B/bench_launch_prep --out "$OUT" > "$OUT/bench_launch_prep.log" 2>&1; tail -22 "$OUT/bench_launch_prep.log"
+fi
+if has prep; then
+  timeout 40 $B/bench_launch_prep --out "$OUT" > "$OUT/bench_launch_prep.log" 2>&1; stamp "prep bench rc=$?"
+  tail -24 "$OUT/bench_launch_prep.log"
 fi
 if has profile; then
   timeout "${PROFILE_SECONDS:-170}" $B/tessera profile --out "$OUT/profile.jsonl" --cases-per-split "${PROFILE_CASES:-2}" \
