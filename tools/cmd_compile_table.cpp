@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "write_file.hpp"
 #include "core/catalog.hpp"
 #include "core/table_compiler.hpp"
 #include "tessera/error.hpp"
@@ -51,7 +52,7 @@ void run_compile(const CompileArgs& a) {
   table.catalog_version = std::string(catalog_version());
   table.arch = a.arch;
   table.gpu_name = a.gpu_name;
-  std::ofstream(a.out) << plan_table_to_json(table) << "\n";
+  write_text_file(a.out, plan_table_to_json(table) + "\n", "--out");
   fmt::print("{} records; {} keys -> {}\n", records.size(), table.trees.size(), a.out);
   fmt::print("{:<28} {:>6} {:>6} {:>7}  {}\n", "key", "cases", "depth", "leaves", "cv log-regret by depth");
   for (const KeyReport& k : reports) {
