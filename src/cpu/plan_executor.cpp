@@ -94,7 +94,7 @@ void execute_plan_cpu(const HostTileMetadata& md, const TensorView& q, const Ten
   std::vector<double> out_lse(static_cast<std::size_t>(p.batch * p.heads_q * p.n_q), kNegInf);
   std::vector<double> part_o(static_cast<std::size_t>(md.n_partials) * p.tile_q * D, 0.0);
   std::vector<double> part_lse(static_cast<std::size_t>(md.n_partials) * p.tile_q, kNegInf);
-  std::vector<char> part_nonempty(static_cast<std::size_t>(md.n_partials), 0);
+  std::vector<char> part_nonempty(static_cast<std::size_t>(md.n_partials) * p.tile_q, 0);  // per partial row
   std::vector<char> written(out_lse.size(), 0);
 
   std::vector<double> qrow(D), scores;
@@ -163,7 +163,7 @@ void execute_plan_cpu(const HostTileMetadata& md, const TensorView& q, const Ten
       const bool any = st.l > 0 && !st.undefined;
       const bool nan_row = st.undefined || (st.n_keys > 0 && !any && w.partial < 0);
       const double row_lse = nan_row ? kNaN : any ? st.m + std::log(st.l) : kNegInf;
-      if (w.partial >= 0 && st.n_keys > 0) part_nonempty[static_cast<std::size_t>(w.partial)] = 1;
+      if (w.partial >= 0 && st.n_keys > 0) part_nonempty[static_cast<std::size_t>(w.partial) * p.tile_q + qq] = 1;
       if (w.partial < 0) {
         const std::int64_t li = (w.batch * p.heads_q + w.head) * p.n_q + i;
         if (written[li]++) throw Error(ErrorCode::kInternal, "metadata.items", "query row written twice");
@@ -187,7 +187,7 @@ void execute_plan_cpu(const HostTileMetadata& md, const TensorView& q, const Ten
       for (std::int32_t s = md.merge_offsets[m]; s < md.merge_offsets[m + 1]; ++s) {
         const double ls = part_lse[static_cast<std::size_t>(s) * p.tile_q + qq];
         nan_row = nan_row || std::isnan(ls);
-        nonempty = nonempty || part_nonempty[static_cast<std::size_t>(s)];
+        nonempty = nonempty || part_nonempty[static_cast<std::size_t>(s) * p.tile_q + qq];
         if (!std::isnan(ls)) mx = std::max(mx, ls);
       }
       const std::int64_t li = (t.batch * p.heads_q + t.head) * p.n_q + i;

@@ -289,12 +289,12 @@ TEST(ReferenceAttentionCpu, NonFiniteScoresGiveNaNRows) {
   c.k.set(0, 5, 0, 0, std::numeric_limits<double>::quiet_NaN());
   expect_rows(run(c), 1);
   c.k.set(0, 5, 0, 0, saved);
-  // +inf score for every query of row block 0 at token 20 (no NaN: the dot product overflows to +inf).
-  for (int d = 0; d < 8; ++d) c.k.set(0, 20, 0, d, d == 0 ? 1e308 : 0.0);
+  // +inf score for every query of row block 0 at token 40 (kv block 2: row block 0 only; the dot product overflows).
+  for (int d = 0; d < 8; ++d) c.k.set(0, 40, 0, d, d == 0 ? 1e308 : 0.0);
   for (std::int64_t i = 0; i < 16; ++i) c.q.set(0, i, 0, 0, 4.0);
   expect_rows(run(c), 0);
   // NaN in q of row 3 only: that row is NaN, its neighbours are not.
-  for (int d = 0; d < 8; ++d) c.k.set(0, 20, 0, d, 0.5);
+  for (int d = 0; d < 8; ++d) c.k.set(0, 40, 0, d, 0.5);
   c.q.set(0, 3, 0, 1, std::numeric_limits<double>::quiet_NaN());
   const ReferenceOutput out = run(c);
   EXPECT_TRUE(std::isnan(out.lse[lse_index(cfg, 0, 0, 3)]));
