@@ -293,7 +293,7 @@ def test_bad_argument_types_raise_tessera_errors(rng):
     """Arguments the binding cannot convert (huge ints, big-endian arrays, arrays as scale, strings/bools as numbers)
     raise TesseraError naming the argument, never a raw TypeError."""
     bsa = tessera.block_sparse_attention
-    q, k, v = qkv(rng, 1, 64, 64, 2, 2, 16)
+    q, k, v = qkv(rng, 1, 64, 64, 2, 2, 128)
     dense = random_mask(rng, (1, 2, 4, 4))
     assert _err(bsa, q, k, v, dense, (16, 2**40)).argument == "block_size"
     assert _err(bsa, q, k, v, dense, 2**63).argument == "block_size"
@@ -314,7 +314,7 @@ def test_bad_argument_types_raise_tessera_errors(rng):
 
 
 def test_cpu_dtype_message_lists_what_the_cpu_path_accepts(rng):
-    q, k, v = qkv(rng, 1, 64, 64, 2, 2, 16)
+    q, k, v = qkv(rng, 1, 64, 64, 2, 2, 128)
     dense = random_mask(rng, (1, 2, 4, 4))
     e = _err(tessera.block_sparse_attention, q.astype(np.int32), k, v, dense, 16)
     assert e.argument == "q"
@@ -323,8 +323,8 @@ def test_cpu_dtype_message_lists_what_the_cpu_path_accepts(rng):
 
 @needs_torch
 def test_torch_meta_tensors_are_refused(rng):
-    q, k, v = (torch.empty((1, 64, 2, 16), device="meta") for _ in range(3))
+    q, k, v = (torch.empty((1, 64, 2, 128), device="meta") for _ in range(3))
     dense = random_mask(rng, (1, 2, 4, 4))
     assert _err(tessera.block_sparse_attention, q, k, v, dense, 16).argument == "q"
-    e = _err(tessera.block_sparse_attention, torch.zeros((1, 64, 2, 16), dtype=torch.int32), k, v, dense, 16)
+    e = _err(tessera.block_sparse_attention, torch.zeros((1, 64, 2, 128), dtype=torch.int32), k, v, dense, 16)
     assert e.argument == "q"
