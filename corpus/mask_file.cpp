@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -15,7 +16,7 @@ namespace {
 constexpr const char* kFormat = "tessera-mask-v1";
 constexpr const char* kBitOrder = "numpy.packbits(dense, axis=-1), big-endian bits, rows padded to whole bytes";
 
-[[noreturn]] void bad(const std::string& what) { throw Error(ErrorCode::kFormatError, "file", what); }
+[[noreturn]] void bad(const std::string& what) { throw Error(ErrorCode::kFormatError, "mask file", what); }
 
 std::string meta_str(const nlohmann::json& md, const char* key) {
   if (!md.contains(key) || !md[key].is_string()) bad(fmt::format("metadata '{}' missing or not a string", key));
@@ -89,6 +90,14 @@ Case decode_mask_file(const std::vector<std::uint8_t>& b) {
   if (offs.size() != 2 || offs[0] != 0 || offs[1] != c.mask.bits.size() || 8 + n + offs[1] > b.size())
     bad("tensor 'mask' data_offsets do not match its shape or the file size");
   std::memcpy(c.mask.bits.data(), b.data() + 8 + n, c.mask.bits.size());
+  // Bits past n_kvb in the last byte of every row are padding: they must be zero (else they would count as blocks).
+  if (const int used = int(n_kvb % 8); used != 0 && c.mask.row_bytes > 0) {
+    const std::uint8_t pad = std::uint8_t((1u << (8 - used)) - 1u);
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t q = 0; q < n_qb; ++q)
+        if (c.mask.row(h, q)[c.mask.row_bytes - 1] & pad)
+          bad(fmt::format("non-zero padding bits past n_kvb = {} in row (head {}, q block {})", n_kvb, h, q));
+  }
   auto& m = c.meta;
   m.family = meta_str(md, "family");
   m.source_id = meta_str(md, "source_id");
@@ -119,16 +128,32 @@ Case decode_mask_file(const std::vector<std::uint8_t>& b) {
 void write_mask_file(const std::string& path, const Case& c) {
   const auto bytes = encode_mask_file(c);
   std::ofstream out(path, std::ios::binary);
-  if (!out) throw Error(ErrorCode::kIoError, "path", fmt::format("cannot write '{}'", path));
+  if (!out) throw Error(ErrorCode::kIoError, path, "cannot write the mask file");
   out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-  if (!out) throw Error(ErrorCode::kIoError, "path", fmt::format("write to '{}' failed", path));
+  out.close();
+  if (!out) throw Error(ErrorCode::kIoError, path, "write failed");
 }
 
 Case read_mask_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::kIoError, "path", fmt::format("cannot read '{}'", path));
-  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return decode_mask_file(bytes);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(ErrorCode::kIoError, path, "is a directory, not a mask file");
+  std::vector<std::uint8_t> bytes;
+  try {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(ErrorCode::kIoError, path, "cannot read the mask file");
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (in.bad()) throw Error(ErrorCode::kIoError, path, "read failed");
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::kIoError, path, fmt::format("read failed: {}", e.what()));
+  }
+  try {
+    return decode_mask_file(bytes);
+  } catch (const Error& e) {
+    throw Error(e.code(), path, e.message());  // name the file, not the word "file"
+  }
 }
 
 }  // namespace tessera::corpus

@@ -2,11 +2,15 @@
 // evaluation split against the fastest measured plan, and the speedup over Direct.
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "commands.hpp"
+#include "write_file.hpp"
 #include "core/catalog.hpp"
+#include "core/profile_record_check.hpp"
 #include "core/table_compiler.hpp"
 #include "tessera/error.hpp"
 
@@ -24,6 +28,13 @@ struct CompileArgs {
 };
 
 void run_compile(const CompileArgs& a) {
+  if (!is_known_arch(a.arch))
+    throw Error(ErrorCode::kInvalidArgument, "--arch",
+                fmt::format("unknown architecture '{}' (sm80, sm86, sm89, sm90a, sm120)", a.arch));
+  check_output_dir(a.out, "--out");
+  std::error_code ec;
+  if (std::filesystem::is_directory(a.in, ec))
+    throw Error(ErrorCode::kIoError, "--in", "'" + a.in + "' is a directory, not a profile file");
   std::ifstream in(a.in);
   if (!in) throw Error(ErrorCode::kIoError, "--in", "cannot read '" + a.in + "'");
   std::vector<ProfileRecord> records;
@@ -34,10 +45,15 @@ void run_compile(const CompileArgs& a) {
     if (line.empty()) continue;
     try {
       records.push_back(profile_record_from_json(line));
+      check_profile_record(records.back(), a.arch);
     } catch (const Error& e) {
       throw Error(ErrorCode::kFormatError, "--in", fmt::format("{} line {}: {}", a.in, line_no, e.message()));
     }
   }
+  if (records.empty()) throw Error(ErrorCode::kFormatError, "--in", fmt::format("{} holds no profile record", a.in));
+  if (std::none_of(records.begin(), records.end(), [](const ProfileRecord& r) { return r.valid; }))
+    throw Error(ErrorCode::kFormatError, "--in",
+                fmt::format("{}: none of its {} records is valid (\"valid\": true)", a.in, records.size()));
   CompileOptions opt;
   opt.min_leaf_cases = a.min_leaf;
   opt.max_depth = a.max_depth;
@@ -51,7 +67,7 @@ void run_compile(const CompileArgs& a) {
   table.catalog_version = std::string(catalog_version());
   table.arch = a.arch;
   table.gpu_name = a.gpu_name;
-  std::ofstream(a.out) << plan_table_to_json(table) << "\n";
+  write_text_file(a.out, plan_table_to_json(table) + "\n", "--out");
   fmt::print("{} records; {} keys -> {}\n", records.size(), table.trees.size(), a.out);
   fmt::print("{:<28} {:>6} {:>6} {:>7}  {}\n", "key", "cases", "depth", "leaves", "cv log-regret by depth");
   for (const KeyReport& k : reports) {
@@ -66,8 +82,11 @@ void run_compile(const CompileArgs& a) {
   fmt::print("evaluation split: {} cases ({} with no tree for their key)\n", rep.cases, rep.cases_missing_key);
   fmt::print("regret vs fastest measured plan: geomean {:.4f}, P95 {:.4f}, P99 {:.4f}, max {:.4f}\n", rep.geomean_regret,
              rep.p95_regret, rep.p99_regret, rep.max_regret);
-  fmt::print("kernel speedup of the selected plan over Direct (T = B): geomean {:.3f}x over {} cases\n",
-             rep.geomean_speedup_over_direct, rep.direct_cases);
+  if (direct.empty())
+    fmt::print("kernel speedup over Direct (T = B): not computed: no record has \"role\": \"direct\"\n");
+  else
+    fmt::print("kernel speedup of the selected plan over Direct (T = B): geomean {:.3f}x over {} cases\n",
+               rep.geomean_speedup_over_direct, rep.direct_cases);
 }
 
 }  // namespace

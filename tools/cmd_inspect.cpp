@@ -1,5 +1,6 @@
 // `tessera inspect catalog`: the kernel catalog (every entry of src/kernels/catalog.def) with its target
-// architectures. `tessera inspect plan <id>`: a plan id parsed into its parts, its tiles and its catalog entry.
+// architectures and an example plan id per entry. `tessera inspect plan <id>`: a plan id parsed into its parts, its
+// tiles and its catalog entry (exit 1 when no catalog entry runs it).
 #include <fmt/core.h>
 
 #include <memory>
@@ -32,6 +33,32 @@ std::string mapping_text(const DimMapping& m, int block) {
   return "?";
 }
 
+/// An example plan id running on catalog entry `e`: the Direct plan with B = T (B_Q = T_Q, B_KV = T_KV), one query
+/// tile per CTA, ascending, no split-KV, on sm90a when the family targets it (else its first architecture); "-" when
+/// no plan can name the entry (its stages are outside 2..4).
+std::string example_plan_id(const CatalogEntry& e) {
+  Plan p;
+  const auto archs = family_architectures(e.family);
+  p.arch = archs.empty() ? Arch::kSm90a : archs.front();
+  for (Arch a : archs)
+    if (a == Arch::kSm90a) p.arch = a;
+  p.family = e.family;
+  p.dtype = e.dtype;
+  p.head_dim = e.head_dim;
+  p.block_q = e.tile_q;
+  p.block_kv = e.tile_kv;
+  p.org.stages = e.stages;
+  p.warps = e.warps;
+  try {
+    return plan_id(p);
+  } catch (const Error&) {
+    return "-";  // e.g. stages 1: outside a plan's s2..s4, so no plan id names this entry
+  }
+}
+
+constexpr const char* kPlanIdForm =
+    "<arch>.<family>.<dtype>.d<D>.q<B_Q><map>.kv<B_KV><map>.g<G>[p].t<asc|desc|run>.split<P>.s<S>.w<W>";
+
 }  // namespace
 
 void add_inspect_command(CLI::App& app) {
@@ -45,8 +72,8 @@ void add_inspect_command(CLI::App& app) {
   cat->add_option("--arch", *arch, "Only entries whose family targets this architecture (sm80, sm86, sm89, sm90a, sm120)");
   cat->callback([filter, arch] {
     const std::regex re(*filter);
-    fmt::print("{:<34} {:<6} {:<5} {:>4} {:>9} {:>5} {:>6}  {}\n", "name", "family", "dtype", "D", "T_QxT_KV", "warps",
-               "stages", "architectures");
+    fmt::print("{:<34} {:<6} {:<5} {:>4} {:>9} {:>5} {:>6}  {:<18} {}\n", "name", "family", "dtype", "D", "T_QxT_KV",
+               "warps", "stages", "architectures", "example plan id (Direct, B = T)");
     int shown = 0;
     for (const CatalogEntry& e : catalog()) {
       if (!std::regex_search(std::string(e.name), re)) continue;
@@ -55,18 +82,31 @@ void add_inspect_command(CLI::App& app) {
         for (Arch a : family_architectures(e.family)) ok = ok || arch_name(a) == *arch;
         if (!ok) continue;
       }
-      fmt::print("{:<34} {:<6} {:<5} {:>4} {:>9} {:>5} {:>6}  {}\n", e.name, family_name(e.family), dtype_name(e.dtype),
-                 e.head_dim, fmt::format("{}x{}", e.tile_q, e.tile_kv), e.warps, e.stages, archs_of(e.family));
+      fmt::print("{:<34} {:<6} {:<5} {:>4} {:>9} {:>5} {:>6}  {:<18} {}\n", e.name, family_name(e.family),
+                 dtype_name(e.dtype), e.head_dim, fmt::format("{}x{}", e.tile_q, e.tile_kv), e.warps, e.stages,
+                 archs_of(e.family), example_plan_id(e));
       ++shown;
     }
     fmt::print("{} of {} entries\n", shown, catalog().size());
+    fmt::print("'-': no plan id can name the entry (a plan's stages are 2..4)\n");
+    fmt::print("names above are kernels; `tessera inspect plan` takes a plan id: {}\n(docs/plans.md; the last "
+               "column is one plan id per entry)\n", kPlanIdForm);
   });
 
   auto* plan = cmd->add_subcommand("plan", "Parse a plan id and print its parts, tiles and catalog entry");
   auto id = std::make_shared<std::string>();
   plan->add_option("id", *id, "Plan id, e.g. sm90a.mma.bf16.d128.q64c2.kv64p4.g1.tasc.split2.s3.w4")->required();
   plan->callback([id] {
-    const Plan p = parse_plan_id(*id);
+    Plan p;
+    try {
+      p = parse_plan_id(*id);
+    } catch (const Error& e) {
+      for (const CatalogEntry& c : catalog())
+        if (c.name == *id)
+          throw Error(e.code(), "id", fmt::format("'{}' is a kernel (catalog entry) name, not a plan id; a plan id "
+                                                  "reads {}, e.g. {}", *id, kPlanIdForm, example_plan_id(c)));
+      throw;
+    }
     fmt::print("plan        {}\n", plan_id(p));
     fmt::print("arch        {}\nfamily      {} (built for {})\ndtype       {}\nhead_dim    {}\n", arch_name(p.arch),
                family_name(p.family), archs_of(p.family), dtype_name(p.dtype), p.head_dim);
@@ -78,6 +118,10 @@ void add_inspect_command(CLI::App& app) {
                p.org.split, p.org.stages, p.warps);
     const CatalogEntry* e = find_plan_entry(p);
     fmt::print("kernel      {} ({})\n", plan_kernel_name(p), e ? "in the catalog" : "NOT in the catalog");
+    if (!e) {
+      fmt::print(stderr, "tessera inspect plan: no catalog entry runs this plan\n");
+      throw CLI::RuntimeError(1);
+    }
   });
 }
 

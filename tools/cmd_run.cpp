@@ -9,9 +9,11 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "write_file.hpp"
 #include "cuda/check.cuh"
 #include "gpu_case.hpp"
 #include "run_cpu_default.hpp"
@@ -191,7 +193,7 @@ int run_gpu(const RunArgs& a) {
   }
   json out = {{"tool", "tessera run"}, {"git_revision", git_revision()}, {"gpu", prop.name}, {"arch", rt.arch()},
               {"table_status", rt.table_status()}, {"cases", records}, {"families", summary}};
-  std::ofstream(a.json_path) << out.dump(1) << "\n";
+  write_text_file(a.json_path, out.dump(1) + "\n", "--json");
   fmt::print("wrote {}\n", a.json_path);
   TESSERA_CUDA_CHECK(cudaStreamDestroy(stream));
   if (failures) {
@@ -215,13 +217,31 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("!--no-check", a->check, "Skip the spot check against the GPU reference");
   cmd->add_flag("--cpu", a->cpu, "Run the CPU plan executor on the scaled-down default even when a GPU is visible");
   cmd->add_option("--seed", a->seed, "Seed of the random Q/K/V");
-  cmd->callback([a] {
+  auto* cpf = cmd->get_option("--cases-per-family");
+  cmd->callback([a, cpf] {
+    // Arguments checked before anything is printed or run: family names (unknown -> error), duplicates (rejected:
+    // a family given twice would run twice), and the --json directory.
+    std::set<std::string> seen;
+    for (const std::string& f : a->families)
+      if (!seen.insert(f).second)
+        throw Error(ErrorCode::kInvalidArgument, "--families", fmt::format("'{}' is given more than once", f));
+    corpus::CorpusOptions opt;
+    opt.families = a->families;
+    try {
+      (void)corpus::selected_families(opt);
+    } catch (const Error& e) {
+      throw Error(e.code(), "--families", e.message());
+    }
+    check_output_dir(a->json_path, "--json");
     int rc = 0;
     if (!a->cpu && cuda_device_count() > 0) {
       rc = run_gpu(*a);
     } else {
       if (!a->cpu) fmt::print("tessera run: no CUDA device visible: running the float64 CPU plan executor on a "
                               "scaled-down default (cropped corpus masks), not the GPU kernels\n");
+      if (cpf->count() > 0 && a->cases_per_family != 1)
+        fmt::print("tessera run: the CPU default runs one evaluation-split case per family; --cases-per-family {} "
+                   "applies to the GPU path only\n", a->cases_per_family);
       rc = run_cpu_default(a->families, a->json_path, a->seed);
     }
     if (rc != 0) throw CLI::RuntimeError(rc);

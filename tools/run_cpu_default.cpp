@@ -13,6 +13,7 @@
 #include "tessera/runtime_cpu.hpp"
 #include "tessera/version.hpp"
 #include "tessera_corpus/family.hpp"
+#include "write_file.hpp"
 
 namespace tessera::tools {
 
@@ -86,7 +87,7 @@ int run_cpu_default(const std::vector<std::string>& families, const std::string&
   }
   nlohmann::json out = {{"tool", "tessera run (CPU plan executor, scaled-down default)"},
                         {"git_revision", git_revision()}, {"cases", records}};
-  std::ofstream(json_path) << out.dump(1) << "\n";
+  write_text_file(json_path, out.dump(1) + "\n", "--json");
   fmt::print("wrote {}; {} case(s), {} above 1e-12 relative L2\n", json_path, records.size(), failures);
   return failures ? 1 : 0;
 }

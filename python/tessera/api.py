@@ -72,14 +72,24 @@ def _current_stream(device: int) -> int:
     return _raw_stream_fn(device)
 
 
+def _check_block_size_range(bq, bkv):
+    """Python ints that do not fit the native int (2**40, 2**63) would leak a TypeError from the binding."""
+    for x in (bq, bkv):
+        if not -2**31 <= x < 2**31:
+            raise TesseraError("block_size", f"{x} is out of range: B_Q and B_KV are multiples of 16 in [16, 1024]")
+
+
 def _block_sizes(block_size, spec: MaskSpec):
     if type(block_size) is int and spec.block_size is None:
+        if not -2**31 <= block_size < 2**31:
+            _check_block_size_range(block_size, block_size)
         return block_size, block_size  # range checked by the native validation (geometry.block_q / block_kv)
     if block_size is None:
         if spec.block_size is None:
             raise TesseraError("block_size", "required (the mask does not carry its block size)")
         return spec.block_size
     bq, bkv = _pair(block_size, "block_size")
+    _check_block_size_range(bq, bkv)
     if spec.block_size is not None and (bq, bkv) != tuple(spec.block_size):
         raise TesseraError("block_size", f"({bq}, {bkv}) differs from the block size {tuple(spec.block_size)} the "
                                          "mask was built for")
@@ -100,15 +110,54 @@ def _check_qkv(q, k, v, layout: str):
         if _arrays.is_torch(x) != torch_in or not _arrays.is_array(x):
             raise TesseraError(name, f"must be the same kind of array as q ({type(q).__name__}), got {type(x).__name__}")
     for name, x in (("q", q), ("k", k), ("v", v)):
+        if not torch_in and not x.dtype.isnative:
+            raise TesseraError(name, f"byte order of dtype {x.dtype.str} is not the machine's: convert with "
+                                     f".astype(x.dtype.newbyteorder('='))")
         if x.ndim != 4:
             dims = "[B, N, H, D]" if layout == "bshd" else "[B, H, N, D]"
             raise TesseraError(name, f"expected rank 4 {dims} (layout '{layout}'), got shape {tuple(x.shape)}")
     return torch_in
 
 
+_CPU_NUMPY_DTYPES = ("float16", "float32", "float64")
+_CPU_TORCH_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+def _check_cpu_dtypes(q, k, v, torch_in: bool):
+    """Device and dtype checks before the native call: meta (and other non-CPU, non-CUDA) torch tensors have no data
+    to read; the CPU path accepts numpy f16/f32/f64 and torch f16/bf16/f32/f64 (the GPU path checks its own)."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if torch_in:
+            dev = x.device.type
+            if dev not in ("cpu", "cuda"):
+                raise TesseraError(name, f"tensors on device '{dev}' are not supported (CPU or CUDA only); "
+                                         "meta tensors carry no data")
+            if dev == "cpu" and _arrays.dtype_name(x) not in _CPU_TORCH_DTYPES:
+                raise TesseraError(name, f"dtype {_arrays.dtype_name(x)} is not supported on the CPU path: expected "
+                                         "float16, bfloat16, float32 or float64")
+        elif x.dtype.name not in _CPU_NUMPY_DTYPES:
+            raise TesseraError(name, f"dtype {x.dtype.name} is not supported for numpy arrays (CPU path): expected "
+                                     "float16, float32 or float64")
+
+
 def _to_bnhd(x, torch_in: bool):
     """[B, H, N, D] -> [B, N, H, D] view (no copy)."""
     return x.transpose(1, 2) if torch_in else np.swapaxes(x, 1, 2)
+
+
+def _scale_value(scale) -> float:
+    """scale as a float: Python/numpy reals, 0-d numpy arrays and 0-d CPU torch float tensors; not bool or str."""
+    ok = isinstance(scale, (int, float, np.integer, np.floating)) and not isinstance(scale, (bool, np.bool_))
+    ok = ok or (_arrays.is_numpy(scale) and scale.shape == () and scale.dtype.kind in "fiu")
+    ok = ok or (_arrays.is_torch(scale) and scale.dim() == 0 and not scale.is_cuda and scale.dtype.is_floating_point)
+    if not ok:
+        shape = f" of shape {tuple(scale.shape)}" if _arrays.is_array(scale) else ""
+        raise TesseraError("scale", f"expected a real number or None, got {type(scale).__name__}{shape}: "
+                                    f"{scale!r}"[:200])
+    try:
+        return float(scale)
+    except OverflowError:
+        raise TesseraError("scale", f"must be finite, got {scale!r}"[:200]) from None
 
 
 def _prepare(q, k, v, block_mask, block_size, scale, layout, cache=True):
@@ -118,7 +167,7 @@ def _prepare(q, k, v, block_mask, block_size, scale, layout, cache=True):
     spec = to_mask_spec(block_mask, cache)
     bq, bkv = _block_sizes(block_size, spec)
     if scale is not None:
-        scale = float(scale)
+        scale = _scale_value(scale)
         if not math.isfinite(scale):
             raise TesseraError("scale", f"must be finite, got {scale}")
     return torch_in, spec, bq, bkv, scale
@@ -224,7 +273,11 @@ def block_sparse_attention(q, k, v, block_mask, block_size=None, *, scale: Optio
         mask_version = int(mask_version)
     if plan_id is not None and not isinstance(plan_id, str):
         raise TesseraError("plan_id", f"expected a plan id string or None, got {type(plan_id).__name__}")
+    if not isinstance(return_lse, (bool, np.bool_)):
+        raise TesseraError("return_lse", f"expected True or False, got {type(return_lse).__name__} {return_lse!r}")
+    return_lse = bool(return_lse)
     torch_in, spec, bq, bkv, scale = _prepare(q, k, v, block_mask, block_size, scale, layout)
+    _check_cpu_dtypes(q, k, v, torch_in)
     if torch_in and (q.requires_grad or k.requires_grad or v.requires_grad) and _arrays._torch.is_grad_enabled():
         raise TesseraUnsupportedError("q", "backward is not supported (forward only): call under torch.no_grad() / "
                                            "torch.inference_mode(), or detach q, k and v")

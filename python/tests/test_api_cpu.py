@@ -287,3 +287,44 @@ def test_backward_is_refused_not_silently_dropped(rng):
     with torch.no_grad():
         o = tessera.block_sparse_attention(q, k, v, dense, 16)
     assert o.shape == q.shape and not o.requires_grad
+
+
+def test_bad_argument_types_raise_tessera_errors(rng):
+    """Arguments the binding cannot convert (huge ints, big-endian arrays, arrays as scale, strings/bools as numbers)
+    raise TesseraError naming the argument, never a raw TypeError."""
+    bsa = tessera.block_sparse_attention
+    q, k, v = qkv(rng, 1, 64, 64, 2, 2, 128)
+    dense = random_mask(rng, (1, 2, 4, 4))
+    assert _err(bsa, q, k, v, dense, (16, 2**40)).argument == "block_size"
+    assert _err(bsa, q, k, v, dense, 2**63).argument == "block_size"
+    assert _err(bsa, q, k, v, dense, (2**63, 16)).argument == "block_size"
+    assert _err(bsa, q.astype(">f4"), k, v, dense, 16).argument == "q"
+    assert _err(bsa, q, k.astype(">f4"), v, dense, 16).argument == "k"
+    assert _err(bsa, q, k, v, dense, 16, scale=np.array([1.0, 2.0])).argument == "scale"
+    assert _err(bsa, q, k, v, dense, 16, scale="1").argument == "scale"
+    assert _err(bsa, q, k, v, dense, 16, scale=True).argument == "scale"
+    assert _err(bsa, q, k, v, dense, 16, scale=10**400).argument == "scale"
+    assert _err(bsa, q, k, v, dense, 16, return_lse="yes").argument == "return_lse"
+    assert _err(bsa, q, k, v, dense, 16, return_lse=1).argument == "return_lse"
+    # Accepted scale spellings still work and agree.
+    o1 = bsa(q, k, v, dense, 16, scale=0.5)
+    o2 = bsa(q, k, v, dense, 16, scale=np.float32(0.5))
+    o3 = bsa(q, k, v, dense, 16, scale=np.array(0.5))
+    assert np.array_equal(o1, o2) and np.array_equal(o1, o3)
+
+
+def test_cpu_dtype_message_lists_what_the_cpu_path_accepts(rng):
+    q, k, v = qkv(rng, 1, 64, 64, 2, 2, 128)
+    dense = random_mask(rng, (1, 2, 4, 4))
+    e = _err(tessera.block_sparse_attention, q.astype(np.int32), k, v, dense, 16)
+    assert e.argument == "q"
+    assert "float16, float32 or float64" in str(e) and "bf16 or f16" not in str(e)
+
+
+@needs_torch
+def test_torch_meta_tensors_are_refused(rng):
+    q, k, v = (torch.empty((1, 64, 2, 128), device="meta") for _ in range(3))
+    dense = random_mask(rng, (1, 2, 4, 4))
+    assert _err(tessera.block_sparse_attention, q, k, v, dense, 16).argument == "q"
+    e = _err(tessera.block_sparse_attention, torch.zeros((1, 64, 2, 128), dtype=torch.int32), k, v, dense, 16)
+    assert e.argument == "q"

@@ -16,6 +16,7 @@ namespace tessera {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 bool is_float(DType t) {
   return t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat32 || t == DType::kFloat64;
@@ -65,6 +66,8 @@ void check_tensor(const TensorView& t, const char* name, std::int64_t d0, std::i
 struct RowState {
   double m = kNegInf;
   double l = 0;
+  std::int64_t n_keys = 0;  // active kv tokens scored
+  bool undefined = false;   // a NaN or +inf score: softmax undefined, the row is NaN (torch SDPA does the same)
   std::vector<double> acc;
 };
 
@@ -91,6 +94,7 @@ void execute_plan_cpu(const HostTileMetadata& md, const TensorView& q, const Ten
   std::vector<double> out_lse(static_cast<std::size_t>(p.batch * p.heads_q * p.n_q), kNegInf);
   std::vector<double> part_o(static_cast<std::size_t>(md.n_partials) * p.tile_q * D, 0.0);
   std::vector<double> part_lse(static_cast<std::size_t>(md.n_partials) * p.tile_q, kNegInf);
+  std::vector<char> part_nonempty(static_cast<std::size_t>(md.n_partials) * p.tile_q, 0);  // per partial row
   std::vector<char> written(out_lse.size(), 0);
 
   std::vector<double> qrow(D), scores;
@@ -135,14 +139,18 @@ void execute_plan_cpu(const HostTileMetadata& md, const TensorView& q, const Ten
           for (std::int64_t d = 0; d < D; ++d)
             s += qrow[d] * load(k, w.batch * k.stride[0] + j * k.stride[1] + hkv * k.stride[2] + d * k.stride[3]);
           scores[t] = s * scale;
+          if (std::isnan(scores[t]) || scores[t] == std::numeric_limits<double>::infinity()) st.undefined = true;
           tile_max = std::max(tile_max, scores[t]);
         }
+        st.n_keys += static_cast<std::int64_t>(keys.size());
+        if (st.undefined) continue;
         const double m_new = std::max(st.m, tile_max);
         const double alpha = st.m == kNegInf ? 0.0 : std::exp(st.m - m_new);
         st.l *= alpha;
         for (auto& a : st.acc) a *= alpha;
         for (std::size_t t = 0; t < keys.size(); ++t) {
-          const double pr = std::exp(scores[t] - m_new);
+          // A -inf score has weight 0 (m_new may itself be -inf while every score so far is -inf).
+          const double pr = scores[t] == kNegInf ? 0.0 : std::exp(scores[t] - m_new);
           st.l += pr;
           const std::int64_t j = keys[t];
           for (std::int64_t d = 0; d < D; ++d)
@@ -150,18 +158,22 @@ void execute_plan_cpu(const HostTileMetadata& md, const TensorView& q, const Ten
         }
         st.m = m_new;
       }
-      const bool any = st.l > 0;
-      const double row_lse = any ? st.m + std::log(st.l) : kNegInf;
+      // Empty active set: O = 0, LSE = -inf. NaN / +inf score: NaN. Every score -inf: 0/0, NaN for a whole row;
+      // for a split-KV partial, an empty-looking partial flagged non-empty (the merge decides).
+      const bool any = st.l > 0 && !st.undefined;
+      const bool nan_row = st.undefined || (st.n_keys > 0 && !any && w.partial < 0);
+      const double row_lse = nan_row ? kNaN : any ? st.m + std::log(st.l) : kNegInf;
+      if (w.partial >= 0 && st.n_keys > 0) part_nonempty[static_cast<std::size_t>(w.partial) * p.tile_q + qq] = 1;
       if (w.partial < 0) {
         const std::int64_t li = (w.batch * p.heads_q + w.head) * p.n_q + i;
         if (written[li]++) throw Error(ErrorCode::kInternal, "metadata.items", "query row written twice");
         out_lse[li] = row_lse;
         for (std::int64_t d = 0; d < D; ++d)
-          out_o[((w.batch * p.n_q + i) * p.heads_q + w.head) * D + d] = any ? st.acc[d] / st.l : 0.0;
+          out_o[((w.batch * p.n_q + i) * p.heads_q + w.head) * D + d] = nan_row ? kNaN : any ? st.acc[d] / st.l : 0.0;
       } else {
         part_lse[static_cast<std::size_t>(w.partial) * p.tile_q + qq] = row_lse;
         for (std::int64_t d = 0; d < D; ++d)
-          part_o[(static_cast<std::size_t>(w.partial) * p.tile_q + qq) * D + d] = any ? st.acc[d] / st.l : 0.0;
+          part_o[(static_cast<std::size_t>(w.partial) * p.tile_q + qq) * D + d] = nan_row ? kNaN : any ? st.acc[d] / st.l : 0.0;
       }
     }
   }
@@ -171,14 +183,24 @@ void execute_plan_cpu(const HostTileMetadata& md, const TensorView& q, const Ten
     for (std::int32_t qq = 0; qq < t.q_len; ++qq) {
       const std::int64_t i = t.q_start + qq;
       double mx = kNegInf;
-      for (std::int32_t s = md.merge_offsets[m]; s < md.merge_offsets[m + 1]; ++s)
-        mx = std::max(mx, part_lse[static_cast<std::size_t>(s) * p.tile_q + qq]);
+      bool nan_row = false, nonempty = false;
+      for (std::int32_t s = md.merge_offsets[m]; s < md.merge_offsets[m + 1]; ++s) {
+        const double ls = part_lse[static_cast<std::size_t>(s) * p.tile_q + qq];
+        nan_row = nan_row || std::isnan(ls);
+        nonempty = nonempty || part_nonempty[static_cast<std::size_t>(s) * p.tile_q + qq];
+        if (!std::isnan(ls)) mx = std::max(mx, ls);
+      }
       const std::int64_t li = (t.batch * p.heads_q + t.head) * p.n_q + i;
       if (written[li]++) throw Error(ErrorCode::kInternal, "metadata.merge_targets", "query row written twice");
       double* orow = &out_o[((t.batch * p.n_q + i) * p.heads_q + t.head) * D];
+      if (nan_row || (mx == kNegInf && nonempty)) {  // NaN / +inf score, or every score -inf
+        out_lse[li] = kNaN;
+        for (std::int64_t d = 0; d < D; ++d) orow[d] = kNaN;
+        continue;
+      }
       if (mx == kNegInf) {
         out_lse[li] = kNegInf;
-        continue;  // O stays 0
+        continue;  // empty row: O stays 0
       }
       double wsum = 0;
       for (std::int32_t s = md.merge_offsets[m]; s < md.merge_offsets[m + 1]; ++s) {

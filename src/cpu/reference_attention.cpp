@@ -1,6 +1,8 @@
 // E(M) on the CPU in float64 (DESIGN.md section 1). Straightforward on purpose: for every (b, h, query token i)
 // the scores over S(i) are formed in float64, then a two-pass softmax (max, then sum of exp(s - max)) gives O and
-// LSE. Inputs are converted exactly to float64 first (every f16/bf16/f32 value is a double).
+// LSE. Inputs are converted exactly to float64 first (every f16/bf16/f32 value is a double). Non-finite inputs:
+// a NaN or +inf score in S(i), or every score -inf, gives O = NaN and LSE = NaN for that row (torch SDPA gives NaN);
+// an empty S(i) gives O = 0 and LSE = -inf.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -98,12 +100,20 @@ void attend_head(const Problem& pb, std::int64_t b, std::int64_t h, std::vector<
       }
       load_row(row_address(r.q, b, i, h), r.q.dtype, d_head, q.data());
       double m = -std::numeric_limits<double>::infinity();
+      bool undefined = false;  // a NaN or +inf score: softmax undefined
       for (std::size_t t = 0; t < tokens.size(); ++t) {
         const double* k = kd.data() + tokens[t] * d_head;
         double dot = 0;
         for (std::int64_t d = 0; d < d_head; ++d) dot += q[d] * k[d];
         scores[t] = pb.scale * dot;
+        if (std::isnan(scores[t]) || scores[t] == std::numeric_limits<double>::infinity()) undefined = true;
         m = std::max(m, scores[t]);
+      }
+      // NaN / +inf score, or every score -inf (0/0): the row is NaN, as in torch SDPA. Empty rows stay 0 / -inf.
+      if (undefined || m == -std::numeric_limits<double>::infinity()) {
+        std::fill(o, o + d_head, std::numeric_limits<double>::quiet_NaN());
+        lse = std::numeric_limits<double>::quiet_NaN();
+        continue;
       }
       double l = 0;
       for (std::size_t t = 0; t < tokens.size(); ++t) {

@@ -1,7 +1,9 @@
 // Mask files (safetensors round trip), determinism, density bands of the families, BlockMask view.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "tessera/error.hpp"
@@ -95,4 +97,60 @@ TEST(CorpusFiles, DefaultCorpusSize) {
   int total = 0;
   for (const auto& f : families()) total += case_count(f.name, opt);
   EXPECT_GE(total, 2300);
+}
+
+// Non-zero padding bits past n_kvb in a row's last byte are rejected (they would count as blocks), and every error
+// of read_mask_file names the file path; a directory is a clean io error.
+TEST(CorpusFiles, PaddingBitsRejectedAndErrorsNameThePath) {
+  CorpusOptions opt;
+  opt.small = true;
+  Case c;
+  bool found = false;
+  for (const auto& f : families()) {
+    for (int i = 0; i < std::min(3, case_count(f.name, opt)) && !found; ++i) {
+      c = make_case(f.name, i, opt);
+      found = c.mask.n_kvb % 8 != 0;
+    }
+    if (found) break;
+  }
+  ASSERT_TRUE(found) << "no small-corpus case with n_kvb % 8 != 0";
+  auto bytes = encode_mask_file(c);
+  ASSERT_NO_THROW(decode_mask_file(bytes));
+  // The last byte of the file is the last byte of the last row: set its lowest bit (padding since n_kvb % 8 != 0).
+  bytes.back() |= 1u;
+  try {
+    decode_mask_file(bytes);
+    ADD_FAILURE() << "padding bit accepted";
+  } catch (const tessera::Error& e) {
+    EXPECT_EQ(e.code(), tessera::ErrorCode::kFormatError);
+    EXPECT_NE(e.message().find("padding"), std::string::npos) << e.what();
+  }
+  const auto dir = std::filesystem::temp_directory_path() / "tessera_padding_test";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "bad.safetensors").string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  }
+  try {
+    read_mask_file(path);
+    ADD_FAILURE() << "padding bit accepted";
+  } catch (const tessera::Error& e) {
+    EXPECT_EQ(e.argument(), path);
+    EXPECT_EQ(e.code(), tessera::ErrorCode::kFormatError);
+  }
+  try {
+    read_mask_file(dir.string());
+    ADD_FAILURE() << "a directory was read";
+  } catch (const tessera::Error& e) {
+    EXPECT_EQ(e.argument(), dir.string());
+    EXPECT_EQ(e.code(), tessera::ErrorCode::kIoError);
+  }
+  try {
+    read_mask_file("/nonexistent/x.safetensors");
+    ADD_FAILURE();
+  } catch (const tessera::Error& e) {
+    EXPECT_EQ(e.argument(), "/nonexistent/x.safetensors");
+  }
+  std::filesystem::remove_all(dir);
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -222,6 +223,75 @@ TEST(PlanExecutorApi, BF16InputsAndStridedLayout) {
   plan_testing::dense_attention_f64(m, 1, 2, 2, kNq, kNkv, kD, 16, 16, qd, kd, vd, 1.0 / std::sqrt(double(kD)), ro, rl);
   for (std::int64_t i = 0; i < o.numel(); ++i) od[i] = o.get(i);
   EXPECT_LE(testing::relative_l2(od.data(), ro.data(), o.numel()), 1e-12);
+}
+
+// Non-finite inputs: a NaN or +inf score in a row's active set gives NaN in O and LSE for exactly that row (split-KV
+// merges included), the same rows as reference_attention_cpu; empty rows keep O = 0, LSE = -inf; others stay exact.
+TEST(PlanExecutorApi, NonFiniteScoresGiveNaNRowsLikeReference) {
+  const char* const ids[] = {"sm90a.mma.bf16.d64.q16d.kv16d.g1.tasc.split1.s2.w4",
+                             "sm90a.mma.bf16.d64.q16c2.kv16p2.g1p.trun.split4.s2.w4",
+                             "sm90a.mma.bf16.d64.q16d.kv32r2.g2.tdesc.split2.s2.w4",
+                             "sm90a.mma.bf16.d64.q16c4.kv16c8.g4p.tasc.split8.s2.w4"};
+  for (const char* id : ids) {
+    for (int kind = 0; kind < 3; ++kind) {  // 0: NaN in k, 1: +inf scores, 2: NaN in q
+      SCOPED_TRACE(std::string(id) + " kind " + std::to_string(kind));
+      const Plan plan = parse_plan_id(id);
+      const int bq = 16, bk = std::string(id).find("kv32") != std::string::npos ? 32 : 16;
+      const std::int64_t nqb = (kNq + bq - 1) / bq, nkvb = (kNkv + bk - 1) / bk;
+      DenseBlockMask m = plan_testing::random_mask(1, 2, nqb, nkvb, 0.4, 77 + kind);
+      for (std::int64_t c = 0; c < nkvb; ++c) m.at(0, 1, 2, c) = 0;  // an empty row block
+      const PrepProblem pr{1, 2, 2, kNq, kNkv, 64};
+      const HostMaskState ms = plan_testing::host_mask_state(m);
+      const HostTileMetadata md = prepare_plan_cpu(plan, ms, pr);
+      HostTensor q(DType::kFloat64, {1, kNq, 2, kD}), k(DType::kFloat64, {1, kNkv, 2, kD}),
+          v(DType::kFloat64, {1, kNkv, 2, kD});
+      q.fill_normal(11);
+      k.fill_normal(12);
+      v.fill_normal(13);
+      const double nan = std::numeric_limits<double>::quiet_NaN();
+      if (kind == 0) {
+        k.set((37 * 2 + 0) * kD + 3, nan);  // token 37, head 0
+        k.set((100 * 2 + 1) * kD + 0, nan);  // token 100, head 1
+      } else if (kind == 1) {
+        for (std::int64_t d = 0; d < kD; ++d) k.set((50 * 2 + 0) * kD + d, d == 0 ? 1e308 : 0.0);
+        for (std::int64_t i = 0; i < kNq; ++i) q.set((i * 2 + 0) * kD + 0, 4.0);
+      } else {
+        q.set((70 * 2 + 1) * kD + 2, nan);
+      }
+      HostTensor o(DType::kFloat64, {1, kNq, 2, kD}), lse(DType::kFloat64, {1, 2, kNq});
+      o.poison();
+      lse.poison();
+      execute_plan_cpu(md, q.view(), k.view(), v.view(), o.view(), lse.view(), 0.75);
+      AttentionRequest req;
+      req.q = q.view();
+      req.k = k.view();
+      req.v = v.view();
+      req.geometry = BlockGeometry{bq, bk};
+      req.scale = 0.75f;
+      const TensorView dense = make_tensor(m.bits.data(), DType::kUInt8, Device::kCpu, {1, 2, nqb, nkvb});
+      const ReferenceOutput ref = reference_attention_cpu(req, build_mask_state_cpu(BlockMask::from_dense(dense)));
+      std::int64_t nan_rows = 0, empty_rows = 0;
+      for (std::int64_t h = 0; h < 2; ++h)
+        for (std::int64_t i = 0; i < kNq; ++i) {
+          const double a = lse.get(h * kNq + i), b = ref.lse[h * kNq + i];
+          if (std::isnan(b)) {
+            ++nan_rows;
+            ASSERT_TRUE(std::isnan(a)) << "h " << h << " row " << i << " lse " << a;
+            for (std::int64_t d = 0; d < kD; ++d) ASSERT_TRUE(std::isnan(o.get((i * 2 + h) * kD + d)));
+          } else if (std::isinf(b)) {
+            ++empty_rows;
+            ASSERT_EQ(a, b) << "h " << h << " row " << i;
+            for (std::int64_t d = 0; d < kD; ++d) ASSERT_EQ(o.get((i * 2 + h) * kD + d), 0.0);
+          } else {
+            ASSERT_NEAR(a, b, 1e-12 * std::max(1.0, std::abs(b))) << "h " << h << " row " << i;
+            for (std::int64_t d = 0; d < kD; ++d)
+              ASSERT_NEAR(o.get((i * 2 + h) * kD + d), ref.o[(i * 2 + h) * kD + d], 1e-11);
+          }
+        }
+      EXPECT_GT(nan_rows, 0);
+      EXPECT_GE(empty_rows, 16);
+    }
+  }
 }
 
 TEST(PlanExecutorApi, RejectsMismatchedTensorsWithoutWriting) {

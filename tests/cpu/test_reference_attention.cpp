@@ -246,6 +246,61 @@ TEST(ReferenceAttentionCpu, EmptyRowsGiveZeroAndMinusInf) {
   for (double x : none.lse) EXPECT_EQ(x, -kInf);
 }
 
+// Non-finite scores: a NaN or +inf score in S(i) makes the whole row NaN (O and LSE), as torch SDPA does; rows whose
+// S(i) avoids the bad token stay exact, and empty rows keep O = 0, LSE = -inf.
+TEST(ReferenceAttentionCpu, NonFiniteScoresGiveNaNRows) {
+  CaseConfig cfg;
+  cfg.n_q = 48;
+  cfg.n_kv = 48;
+  cfg.head_dim = 8;
+  cfg.dtype = DType::kFloat64;
+  AttentionCase c(cfg, fresh_seed());
+  DenseBlockMask m(cfg.mask_shape());
+  m.set(0, 0, 0, 1, true);  // row block 0: kv blocks 1, 2 (tokens 16..47)
+  m.set(0, 0, 0, 2, true);
+  m.set(0, 0, 1, 0, true);  // row block 1: kv blocks 0, 1 (tokens 0..31); row block 2 empty
+  m.set(0, 0, 1, 1, true);
+  c.set_mask(m);
+  auto expect_rows = [&](const ReferenceOutput& out, std::int64_t nan_block) {
+    const ReferenceOutput ref = brute_force(c, case_scale(cfg));
+    for (std::int64_t i = 0; i < cfg.n_q; ++i) {
+      const double lse = out.lse[lse_index(cfg, 0, 0, i)];
+      for (int d = 0; d < 8; ++d) {
+        const double o = out.o[o_index(cfg, 0, i, 0, d)];
+        if (i / 16 == nan_block) {
+          ASSERT_TRUE(std::isnan(o)) << "row " << i;
+        } else if (i / 16 == 2) {
+          ASSERT_EQ(o, 0.0);
+        } else {
+          ASSERT_NEAR(o, ref.o[o_index(cfg, 0, i, 0, d)], 1e-12);
+        }
+      }
+      if (i / 16 == nan_block) {
+        ASSERT_TRUE(std::isnan(lse)) << "row " << i;
+      } else if (i / 16 == 2) {
+        ASSERT_EQ(lse, -kInf);
+      } else {
+        ASSERT_NEAR(lse, ref.lse[lse_index(cfg, 0, 0, i)], 1e-12);
+      }
+    }
+  };
+  // NaN in k at token 5 (in S(i) of row block 1 only).
+  const double saved = c.k.get(0, 5, 0, 0);
+  c.k.set(0, 5, 0, 0, std::numeric_limits<double>::quiet_NaN());
+  expect_rows(run(c), 1);
+  c.k.set(0, 5, 0, 0, saved);
+  // +inf score for every query of row block 0 at token 40 (kv block 2: row block 0 only; the dot product overflows).
+  for (int d = 0; d < 8; ++d) c.k.set(0, 40, 0, d, d == 0 ? 1e308 : 0.0);
+  for (std::int64_t i = 0; i < 16; ++i) c.q.set(0, i, 0, 0, 4.0);
+  expect_rows(run(c), 0);
+  // NaN in q of row 3 only: that row is NaN, its neighbours are not.
+  for (int d = 0; d < 8; ++d) c.k.set(0, 40, 0, d, 0.5);
+  c.q.set(0, 3, 0, 1, std::numeric_limits<double>::quiet_NaN());
+  const ReferenceOutput out = run(c);
+  EXPECT_TRUE(std::isnan(out.lse[lse_index(cfg, 0, 0, 3)]));
+  EXPECT_TRUE(std::isfinite(out.lse[lse_index(cfg, 0, 0, 4)]));
+}
+
 // NaN padding tokens past N_q / N_kv in the inputs' storage: a read past N would show up as NaN.
 TEST(ReferenceAttentionCpu, RaggedTailsNeverReadPastN) {
   for (int n = 0; n < 6; ++n) {

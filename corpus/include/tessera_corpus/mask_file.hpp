@@ -17,10 +17,12 @@ namespace tessera::corpus {
 /// Serialises a case to safetensors bytes. Throws tessera::Error(kInvalidArgument, "case") if the metadata
 /// extents disagree with the mask.
 std::vector<std::uint8_t> encode_mask_file(const Case& c);
-/// Parses safetensors bytes. Throws tessera::Error(kFormatError, "file") naming what is malformed.
+/// Parses safetensors bytes. Throws tessera::Error(kFormatError, "mask file") naming what is malformed (non-zero
+/// padding bits past n_kvb in a row included).
 Case decode_mask_file(const std::vector<std::uint8_t>& bytes);
 
-/// Writes / reads a file. Throw tessera::Error(kIoError, "path") when the file cannot be written / read.
+/// Writes / reads a file. Every error names the file path as its argument: kIoError when the file cannot be written /
+/// read (a directory included), kFormatError (from decode_mask_file) when it is malformed.
 void write_mask_file(const std::string& path, const Case& c);
 Case read_mask_file(const std::string& path);
 

@@ -1,0 +1,76 @@
+// check_profile_record: the per-record checks of `tessera compile-table` (latency, split, role, plan id vs key, arch).
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+
+#include "core/profile_record_check.hpp"
+#include "tessera/error.hpp"
+
+namespace tessera {
+namespace {
+
+ProfileRecord good() {
+  ProfileRecord r;
+  r.case_id = "c0";
+  r.source = "s0";
+  r.split = "profile";
+  r.key = "sm90a.bf16.d64.q16.kv16";
+  r.plan = "sm90a.mma.bf16.d64.q16d.kv16d.g1.tasc.split1.s2.w4";
+  r.latency_us = 12.5;
+  r.valid = true;
+  return r;
+}
+
+void expect_format_error(const ProfileRecord& r, std::string_view arch, const std::string& needle) {
+  try {
+    check_profile_record(r, arch);
+    ADD_FAILURE() << "accepted a record; expected an error mentioning " << needle;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kFormatError);
+    EXPECT_NE(e.message().find(needle), std::string::npos) << e.message();
+  }
+}
+
+TEST(ProfileRecordCheck, AcceptsAGoodRecord) {
+  EXPECT_NO_THROW(check_profile_record(good(), "sm90a"));
+  ProfileRecord r = good();
+  r.role = "direct";
+  r.split = "eval";
+  EXPECT_NO_THROW(check_profile_record(r, ""));
+}
+
+TEST(ProfileRecordCheck, RejectsBadLatency) {
+  for (double l : {0.0, -1.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    ProfileRecord r = good();
+    r.latency_us = l;
+    expect_format_error(r, "sm90a", "latency_us");
+  }
+}
+
+TEST(ProfileRecordCheck, RejectsBadPlanKeyRoleSplitArch) {
+  ProfileRecord r = good();
+  r.plan = "sm90a.mma.bogus";
+  expect_format_error(r, "sm90a", "'plan'");
+  r = good();
+  r.key = "sm90a.bf16.d128.q16.kv16";  // head_dim differs from the plan's
+  expect_format_error(r, "sm90a", "'key'");
+  r = good();
+  r.key = "sm90a.bf16.d64.q16.kv32";
+  expect_format_error(r, "sm90a", "'key'");
+  r = good();
+  r.role = "base";
+  expect_format_error(r, "sm90a", "'role'");
+  r = good();
+  r.split = "profiling";
+  expect_format_error(r, "sm90a", "'split'");
+  expect_format_error(good(), "sm80", "--arch");
+}
+
+TEST(ProfileRecordCheck, KnownArchitectures) {
+  for (const char* a : {"sm80", "sm86", "sm89", "sm90a", "sm120"}) EXPECT_TRUE(is_known_arch(a)) << a;
+  for (const char* a : {"", "sm90", "SM90A", "sm100", "bogus"}) EXPECT_FALSE(is_known_arch(a)) << a;
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,164 @@
+"""Error paths of the `tessera` command line: every bad input gives a non-zero exit and a message naming the option or
+file, and nothing is reported as written that was not.
+
+Usage: python3 test_cli_errors.py TESSERA_BINARY WORK_DIR
+Covers: checked output files (run --json, compile-table --out), compile-table record checks, run argument checks
+(--families, --cases-per-family on the CPU path), mask files (padding bits, errors naming the path, directories),
+inspect catalog / inspect plan.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+FAILURES = []
+
+
+def run(tessera, *args):
+    p = subprocess.run([tessera, *args], capture_output=True, text=True, timeout=600)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check(cond, what, out=""):
+    if not cond:
+        FAILURES.append(what)
+        print(f"FAIL: {what}\n{out}")
+
+
+def record(key, plan, latency=10.0, valid=True, split="profile", role=None, case="c0", source="s0"):
+    r = {"case": case, "source": source, "split": split, "key": key,
+         "features": {"batch_heads": 2, "seq_len": 1024, "density": 0.1, "run_coverage": 0.5,
+                      "mean_run_length": 2, "mean_row_active": 4},
+         "plan": plan, "latency_us": latency, "valid": valid}
+    if role:
+        r["role"] = role
+    return json.dumps(r)
+
+
+def write(path, lines):
+    with open(path, "w") as f:
+        f.write("".join(line + "\n" for line in lines))
+
+
+def compile_table(tessera, work):
+    key = "sm90a.bf16.d64.q16.kv16"
+    plan = "sm90a.mma.bf16.d64.q16d.kv16d.g1.tasc.split1.s2.w4"
+    good = [record(key, plan, case="c0", role="default"), record(key, plan, case="c1", split="eval", role="default")]
+    path = os.path.join(work, "good.jsonl")
+    write(path, good)
+    out = os.path.join(work, "t.json")
+    rc, so, se = run(tessera, "compile-table", "--in", path, "--out", out, "--min-leaf", "1")
+    check(rc == 0 and os.path.exists(out), "compile-table on good records", so + se)
+    check("no record has \"role\": \"direct\"" in so and "over 0 cases" not in so, "no-direct summary", so)
+    rc, so, se = run(tessera, "compile-table", "--in", path, "--out", "/nonexistent/dir/t.json", "--min-leaf", "1")
+    check(rc != 0 and "--out" in se and "/nonexistent/dir/t.json" in se, "compile-table bad --out", so + se)
+    bad_cases = {
+        "latency0": ([good[0], record(key, plan, latency=0, case="c2")], "line 2"),
+        "latency_neg": ([record(key, plan, latency=-3)], "latency_us"),
+        "plan_bad": ([record(key, "sm90a.mma.nonsense")], "'plan'"),
+        "key_mismatch": ([record("sm90a.bf16.d128.q16.kv16", plan)], "'key'"),
+        "role_bad": ([record(key, plan, role="base")], "'role'"),
+        "split_bad": ([record(key, plan, split="profiling")], "split"),
+        "empty": ([], "no profile record"),
+        "none_valid": ([record(key, plan, valid=False)], "valid"),
+    }
+    for name, (lines, needle) in bad_cases.items():
+        p = os.path.join(work, name + ".jsonl")
+        write(p, lines)
+        rc, so, se = run(tessera, "compile-table", "--in", p, "--out", os.path.join(work, name + ".json"))
+        check(rc != 0 and needle in se and "--in" in se, f"compile-table rejects {name}", so + se)
+        check(not os.path.exists(os.path.join(work, name + ".json")), f"compile-table {name}: no file written")
+    rc, so, se = run(tessera, "compile-table", "--in", path, "--out", out, "--arch", "sm100")
+    check(rc != 0 and "--arch" in se, "compile-table unknown --arch", so + se)
+    rc, so, se = run(tessera, "compile-table", "--in", path, "--out", out, "--arch", "sm80")
+    check(rc != 0 and "--arch" in se and "line 1" in se, "compile-table --arch differs from the records", so + se)
+
+
+def run_command(tessera, work):
+    rc, so, se = run(tessera, "run", "--cpu", "--families", "Bogus", "--json", os.path.join(work, "r.json"))
+    check(rc != 0 and "--families" in se and "Bogus" in se and so == "", "run --families Bogus: error before output",
+          so + se)
+    rc, so, se = run(tessera, "run", "--cpu", "--families", "Q16K16", "Q16K16", "--json", os.path.join(work, "r.json"))
+    check(rc != 0 and "more than once" in se and so == "", "run --families X X rejected", so + se)
+    rc, so, se = run(tessera, "run", "--cpu", "--families", "Q16K16", "--json", "/nonexistent/dir/x.json")
+    check(rc != 0 and "--json" in se and "wrote" not in so, "run --json into a missing directory", so + se)
+    j = os.path.join(work, "r.json")
+    rc, so, se = run(tessera, "run", "--cpu", "--families", "Q16K16", "--cases-per-family", "3", "--json", j)
+    check(rc == 0 and "one evaluation-split case per family" in so and os.path.exists(j), "run --cpu cases note",
+          so + se)
+
+
+def mask_files(tessera, work):
+    out = os.path.join(work, "cli_corpus")
+    shutil.rmtree(out, ignore_errors=True)
+    subprocess.run([tessera, "masks", "generate", "--small", "--families", "Q16K16", "Q64K64-HD", "--out", out],
+                   check=True, stdout=subprocess.DEVNULL)
+    manifest = json.load(open(os.path.join(out, "manifest.json")))
+    target = None
+    for e in manifest["cases"]:
+        path = os.path.join(out, e["file"])
+        rc, so, se = run(tessera, "inspect-mask", path)
+        check(rc == 0, f"inspect-mask {path}", so + se)
+        with open(path, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            meta = json.loads(f.read(n))["__metadata__"]
+        if int(meta["n_kvb"]) % 8 != 0:
+            target = path
+            break
+    check(target is not None, "a small-corpus file with n_kvb % 8 != 0")
+    if target is None:
+        return
+    data = bytearray(open(target, "rb").read())
+    data[-1] |= 1  # the last byte of the last row: its lowest bit is padding
+    bad_dir = os.path.join(work, "bad_masks")
+    shutil.rmtree(bad_dir, ignore_errors=True)
+    os.makedirs(bad_dir)
+    bad = os.path.join(bad_dir, "bad.safetensors")
+    open(bad, "wb").write(bytes(data))
+    rc, so, se = run(tessera, "inspect-mask", bad)
+    check(rc != 0 and bad in se and "padding" in se, "inspect-mask rejects padding bits naming the file", so + se)
+    rc, so, se = run(tessera, "masks", "stats", bad_dir)
+    check(rc != 0 and bad in se, "masks stats names the bad file", so + se)
+    rc, so, se = run(tessera, "inspect-mask", bad_dir)
+    check(rc == 2 and bad_dir in se and "io error" in se, "inspect-mask DIR: io error naming the path", so + se)
+
+
+def inspect(tessera):
+    rc, so, se = run(tessera, "inspect", "catalog")
+    check(rc == 0 and "example plan id" in so and "inspect plan` takes a plan id" in so, "inspect catalog", so + se)
+    lines = so.splitlines()
+    end = next(i for i, line in enumerate(lines) if line.endswith(" entries"))
+    rows = [line.split() for line in lines[1:end]]
+    check(len(rows) > 0, "inspect catalog lists entries", so)
+    for row in rows:
+        name, example = row[0], row[-1]
+        if example == "-":
+            check(row[6] not in ("2", "3", "4"), f"{name}: no example plan only for stages outside 2..4", so)
+            continue
+        rc, so2, se2 = run(tessera, "inspect", "plan", example)
+        check(rc == 0 and f"kernel      {name} (in the catalog)" in so2, f"example plan {example} runs {name}",
+              so2 + se2)
+        rc, so2, se2 = run(tessera, "inspect", "plan", name)
+        check(rc != 0 and "kernel (catalog entry) name" in se2, f"inspect plan {name} explains plan ids", so2 + se2)
+    # A plan no catalog entry runs (8 warps, 4 stages at d64 16x16: not a catalog shape): exit 1.
+    rc, so, se = run(tessera, "inspect", "plan", "sm90a.mma.bf16.d64.q16d.kv16d.g1.tasc.split1.s4.w8")
+    check("NOT in the catalog" in so and rc == 1, "inspect plan without a catalog entry exits 1", so + se)
+
+
+def main():
+    tessera, work = sys.argv[1], os.path.join(sys.argv[2], "cli_errors")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    compile_table(tessera, work)
+    run_command(tessera, work)
+    mask_files(tessera, work)
+    inspect(tessera)
+    if FAILURES:
+        print(f"{len(FAILURES)} failure(s)")
+        sys.exit(1)
+    print("all CLI error checks passed")
+
+
+if __name__ == "__main__":
+    main()

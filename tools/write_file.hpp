@@ -1,0 +1,39 @@
+// Writing a tool's output file, checked: every `tessera` command that writes a file goes through here, so a bad
+// path is an error (exit non-zero) instead of a silent "wrote ..." with no file.
+#pragma once
+
+#include <fmt/core.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+
+#include "tessera/error.hpp"
+
+namespace tessera::tools {
+
+/// Throws Error(kIoError, option) unless `path`'s parent directory exists (checked before long runs, so a typo in an
+/// output path fails at once). `option` is the command-line option that named the path, e.g. "--json".
+inline void check_output_dir(const std::string& path, const char* option) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
+    throw Error(ErrorCode::kIoError, option,
+                fmt::format("cannot write '{}': directory '{}' does not exist", path, parent.string()));
+}
+
+/// Writes `text` to `path` (truncating). Throws Error(kIoError, option, "cannot write '<path>': <reason>") when the
+/// file cannot be opened, written or closed.
+inline void write_text_file(const std::string& path, std::string_view text, const char* option) {
+  check_output_dir(path, option);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error(ErrorCode::kIoError, option, fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  if (!out) throw Error(ErrorCode::kIoError, option, fmt::format("write to '{}' failed", path));
+}
+
+}  // namespace tessera::tools
