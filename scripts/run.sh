@@ -3,7 +3,8 @@
 # Extra arguments go to `tessera run`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PRESET="${TESSERA_PRESET:-dev}"
+# The same build as scripts/test.sh (preset ci), so the two README commands share one compile.
+PRESET="${TESSERA_PRESET:-ci}"
 scripts/setup.sh >/dev/null
 cmake --preset "$PRESET" >/dev/null
 cmake --build --preset "$PRESET" -j "$(nproc)" --target tessera_cli >/dev/null
