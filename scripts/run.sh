@@ -7,5 +7,6 @@ cd "$(dirname "$0")/.."
 PRESET="${TESSERA_PRESET:-ci}"
 scripts/setup.sh >/dev/null
 cmake --preset "$PRESET" >/dev/null
-cmake --build --preset "$PRESET" -j "$(nproc)" --target tessera_cli >/dev/null
+echo "run.sh: building tessera (preset $PRESET; the first build takes minutes)..." >&2
+cmake --build --preset "$PRESET" -j "$(nproc)" --target tessera_cli > "build/$PRESET-run-build.log" 2>&1 || { tail -40 "build/$PRESET-run-build.log"; exit 1; }
 exec "build/$PRESET/bin/tessera" run "$@"
