@@ -10,14 +10,7 @@ namespace tessera::corpus {
 void longcat_model(const CaseContext& c, double sparsity, PackedMask& m, HeadNotes& notes) {
   const std::int64_t n = c.kv->n_blocks;
   const std::int64_t k = std::clamp<std::int64_t>(std::int64_t((1.0 - sparsity) * double(n)), 1, n);
-  std::vector<float> s;
-  std::vector<std::int32_t> scratch;
-  for (std::size_t h = 0; h < c.head_ids.size(); ++h) {
-    const FieldKey key{c.request_seed, c.layer, c.layers, c.step, c.steps, c.head_ids[h]};
-    score_field(*c.q, *c.kv, key, s);
-    for (std::int64_t i = 0; i < c.q->n_blocks; ++i) select_topk(&s[std::size_t(i * n)], k, m, std::int64_t(h), i, scratch);
-    notes.push_back(std::string(head_type_name(field_head_type(key))) + " k=" + std::to_string(k));
-  }
+  topk_per_row_model(c, k, m, notes);
 }
 
 }  // namespace tessera::corpus

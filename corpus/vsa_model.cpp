@@ -8,9 +8,8 @@
 
 namespace tessera::corpus {
 
-void vsa_model(const CaseContext& c, double sparsity, PackedMask& m, HeadNotes& notes) {
+void topk_per_row_model(const CaseContext& c, std::int64_t k, PackedMask& m, HeadNotes& notes) {
   const std::int64_t n = c.kv->n_blocks;
-  const std::int64_t k = std::clamp<std::int64_t>(std::int64_t(std::ceil((1.0 - sparsity) * double(n) - 1e-9)), 1, n);
   std::vector<float> s;
   std::vector<std::int32_t> scratch;
   for (std::size_t h = 0; h < c.head_ids.size(); ++h) {
@@ -19,6 +18,12 @@ void vsa_model(const CaseContext& c, double sparsity, PackedMask& m, HeadNotes& 
     for (std::int64_t i = 0; i < c.q->n_blocks; ++i) select_topk(&s[std::size_t(i * n)], k, m, std::int64_t(h), i, scratch);
     notes.push_back(std::string(head_type_name(field_head_type(key))) + " k=" + std::to_string(k));
   }
+}
+
+void vsa_model(const CaseContext& c, double sparsity, PackedMask& m, HeadNotes& notes) {
+  const std::int64_t n = c.kv->n_blocks;
+  const std::int64_t k = std::clamp<std::int64_t>(std::int64_t(std::ceil((1.0 - sparsity) * double(n) - 1e-9)), 1, n);
+  topk_per_row_model(c, k, m, notes);
 }
 
 }  // namespace tessera::corpus

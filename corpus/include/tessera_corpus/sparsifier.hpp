@@ -28,6 +28,10 @@ using HeadNotes = std::vector<std::string>;
 
 /// VSA model (FastVideo): top-k kv blocks per query block by the score field, k = ceil((1 - sparsity) * n_kvb)
 /// clamped to [1, n_kvb]: every row has exactly k blocks. mask_corpus.md 2.2.
+/// The shared rule of the top-k models (VSA, LongCat): for every head, the k highest-scoring kv blocks of each
+/// query block of the synthetic score field are active; notes record the head type and k.
+void topk_per_row_model(const CaseContext& c, std::int64_t k, PackedMask& m, HeadNotes& notes);
+
 void vsa_model(const CaseContext& c, double sparsity, PackedMask& m, HeadNotes& notes);
 
 /// LongCat-Video BSA model: top-k per query block with k = max(1, int((1 - sparsity) * n_kvb)). mask_corpus.md 2.8.
