@@ -59,8 +59,8 @@ void run_compile(const CompileArgs& a) {
   opt.max_depth = a.max_depth;
   std::map<std::string, std::string> direct;
   for (const ProfileRecord& r : records) {
-    if (r.role == "default") opt.base_plans[r.key] = r.plan;
-    if (r.role == "direct") direct[r.key] = r.plan;
+    if (r.role == "default" || r.role == "default,direct") opt.base_plans[r.key] = r.plan;
+    if (r.role == "direct" || r.role == "default,direct") direct[r.key] = r.plan;
   }
   std::vector<KeyReport> reports;
   PlanTable table = compile_plan_table(records, opt, &reports);

@@ -100,7 +100,8 @@ void run_profile(const ProfileArgs& a) {
     for (const std::string& id : rt.eligible_plans(g.request)) {
       if (!profiled_candidate(id)) continue;
       rec.plan = id;
-      rec.role = id == direct ? "direct" : (id == base.plan_id ? "default" : "");
+      // The default plan is often the Direct plan itself: then the record carries both roles.
+      rec.role = id == base.plan_id ? (id == direct ? "default,direct" : "default") : (id == direct ? "direct" : "");
       rec.latency_us = median_kernel_ms(rt, g, id, a.reps, stream) * 1000.0;
       const double err = relative_l2_gpu(g.o.view, ref.view, stream);
       rec.valid = err <= a.max_error;

@@ -22,8 +22,9 @@ void check_profile_record(const ProfileRecord& r, std::string_view arch) {
     bad(fmt::format("field 'latency_us' must be > 0 and finite, got {}", r.latency_us));
   if (r.split != "profile" && r.split != "eval")
     bad(fmt::format("field 'split' must be \"profile\" or \"eval\", got \"{}\"", r.split));
-  if (!r.role.empty() && r.role != "default" && r.role != "direct")
-    bad(fmt::format("field 'role' must be \"default\" or \"direct\" when present, got \"{}\"", r.role));
+  if (!r.role.empty() && r.role != "default" && r.role != "direct" && r.role != "default,direct")
+    bad(fmt::format("field 'role' must be \"default\", \"direct\" or \"default,direct\" when present, got \"{}\"",
+                    r.role));
   Plan p;
   try {
     p = parse_plan_id(r.plan);

@@ -38,6 +38,8 @@ TEST(ProfileRecordCheck, AcceptsAGoodRecord) {
   r.role = "direct";
   r.split = "eval";
   EXPECT_NO_THROW(check_profile_record(r, ""));
+  r.role = "default,direct";  // the default plan is often the Direct plan itself
+  EXPECT_NO_THROW(check_profile_record(r, ""));
 }
 
 TEST(ProfileRecordCheck, RejectsBadLatency) {
