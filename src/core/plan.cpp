@@ -21,6 +21,12 @@ std::string_view arch_name(Arch a) noexcept {
   return "?";
 }
 
+std::optional<Arch> arch_from_name(std::string_view name) noexcept {
+  for (Arch a : {Arch::kSm80, Arch::kSm86, Arch::kSm89, Arch::kSm90a, Arch::kSm120})
+    if (arch_name(a) == name) return a;
+  return std::nullopt;
+}
+
 std::string_view traversal_name(Traversal t) noexcept {
   switch (t) {
     case Traversal::kAscending: return "asc";
@@ -184,11 +190,9 @@ Plan parse_plan_id(std::string_view id) {
   // 1 arch
   {
     std::string_view t = ps.take("architecture");
-    bool ok = false;
-    for (Arch a : {Arch::kSm80, Arch::kSm86, Arch::kSm89, Arch::kSm90a, Arch::kSm120}) {
-      if (t == arch_name(a)) p.arch = a, ok = true;
-    }
-    if (!ok) ps.fail("unknown architecture (expected sm80, sm86, sm89, sm90a or sm120)");
+    const std::optional<Arch> a = arch_from_name(t);
+    if (a) p.arch = *a;
+    if (!a) ps.fail("unknown architecture (expected sm80, sm86, sm89, sm90a or sm120)");
     ++ps.index;
   }
   // 2 family

@@ -25,6 +25,7 @@
 // Example: sm90a.mma.bf16.d128.q64c2.kv64p4.g1.tasc.split2.s3.w4
 // parse_plan_id(plan_id(P)) == P for every valid plan; parse errors name the bad token.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -38,6 +39,9 @@ enum class Arch : std::uint8_t { kSm80, kSm86, kSm89, kSm90a, kSm120 };
 
 /// Plan-id spelling of an architecture: "sm80", "sm86", "sm89", "sm90a", "sm120".
 std::string_view arch_name(Arch a) noexcept;
+
+/// Inverse of arch_name(): the architecture spelled `name`, or nullopt for an unknown name.
+std::optional<Arch> arch_from_name(std::string_view name) noexcept;
 
 /// Physical mapping of one dimension (DESIGN.md section 3).
 enum class MappingKind : std::uint8_t {

@@ -10,11 +10,7 @@
 
 namespace tessera {
 
-bool is_known_arch(std::string_view arch) noexcept {
-  for (Arch a : {Arch::kSm80, Arch::kSm86, Arch::kSm89, Arch::kSm90a, Arch::kSm120})
-    if (arch_name(a) == arch) return true;
-  return false;
-}
+bool is_known_arch(std::string_view arch) noexcept { return arch_from_name(arch).has_value(); }
 
 void check_profile_record(const ProfileRecord& r, std::string_view arch) {
   auto bad = [](const std::string& msg) { throw Error(ErrorCode::kFormatError, "profile", msg); };

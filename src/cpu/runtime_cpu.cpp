@@ -18,8 +18,7 @@ namespace tessera {
 namespace {
 
 Arch parse_arch(const std::string& name) {
-  for (Arch a : {Arch::kSm80, Arch::kSm86, Arch::kSm89, Arch::kSm90a, Arch::kSm120})
-    if (arch_name(a) == name) return a;
+  if (const std::optional<Arch> a = arch_from_name(name)) return *a;
   throw Error(ErrorCode::kInvalidArgument, "arch", "unknown architecture '" + name + "' (expected sm80, sm86, sm89, sm90a or sm120)");
 }
 
