@@ -23,20 +23,7 @@ struct DeviceTensor {
   void* data() const { return buffer.data(); }
   std::size_t bytes() const { return buffer.bytes(); }
   /// Contiguous device view with the HostTensor's shape.
-  TensorView view() const {
-    TensorView v;
-    v.data = buffer.data();
-    v.dtype = dtype;
-    v.device = Device::kCuda;
-    v.rank = static_cast<int>(shape.size());
-    std::int64_t st = 1;
-    for (int d = v.rank - 1; d >= 0; --d) {
-      v.shape[d] = shape[d];
-      v.stride[d] = st;
-      st *= shape[d];
-    }
-    return v;
-  }
+  TensorView view() const { return make_tensor(buffer.data(), dtype, Device::kCuda, shape); }
 };
 
 /// Copies `t` into `dst` (which must have been made from a tensor of the same size).

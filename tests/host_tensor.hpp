@@ -29,20 +29,7 @@ struct HostTensor {
   }
   void* data() { return bytes.data(); }
   /// Contiguous CPU view.
-  TensorView view() {
-    TensorView v;
-    v.data = bytes.data();
-    v.dtype = dtype;
-    v.device = Device::kCpu;
-    v.rank = static_cast<int>(shape.size());
-    std::int64_t st = 1;
-    for (int d = v.rank - 1; d >= 0; --d) {
-      v.shape[d] = shape[d];
-      v.stride[d] = st;
-      st *= shape[d];
-    }
-    return v;
-  }
+  TensorView view() { return make_tensor(bytes.data(), dtype, Device::kCpu, shape); }
   /// Element i as double (floating dtypes and int32/uint8/bool).
   double get(std::int64_t i) const {
     const unsigned char* p = bytes.data() + i * dtype_size(dtype);

@@ -86,16 +86,7 @@ DeviceTensor make_device_tensor(DType dtype, const std::vector<std::int64_t>& sh
   std::int64_t n = 1;
   for (auto s : shape) n *= s;
   t.buffer.reserve(static_cast<std::size_t>(n) * dtype_size(dtype));
-  t.view.data = t.buffer.data();
-  t.view.dtype = dtype;
-  t.view.device = Device::kCuda;
-  t.view.rank = static_cast<int>(shape.size());
-  std::int64_t st = 1;
-  for (int d = t.view.rank - 1; d >= 0; --d) {
-    t.view.shape[d] = shape[d];
-    t.view.stride[d] = st;
-    st *= shape[d];
-  }
+  t.view = make_tensor(t.buffer.data(), dtype, Device::kCuda, shape);
   return t;
 }
 

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 
 #include "tessera/dtype.hpp"
 
@@ -48,20 +49,24 @@ struct TensorView {
 };
 
 /// Builds a row-major contiguous view of `data` with the given shape (rank = shape.size() <= 4).
-inline TensorView make_tensor(void* data, DType dtype, Device device, std::initializer_list<std::int64_t> shape) {
+inline TensorView make_tensor(void* data, DType dtype, Device device, std::span<const std::int64_t> shape) {
   TensorView t;
   t.data = data;
   t.dtype = dtype;
   t.device = device;
   t.rank = static_cast<int>(shape.size());
-  int i = 0;
-  for (auto s : shape) t.shape[i++] = s;
   std::int64_t st = 1;
   for (int d = t.rank - 1; d >= 0; --d) {
+    t.shape[d] = shape[d];
     t.stride[d] = st;
-    st *= t.shape[d];
+    st *= shape[d];
   }
   return t;
+}
+
+/// As above, for a braced shape: make_tensor(p, DType::kBFloat16, Device::kCuda, {B, N, H, D}).
+inline TensorView make_tensor(void* data, DType dtype, Device device, std::initializer_list<std::int64_t> shape) {
+  return make_tensor(data, dtype, device, std::span<const std::int64_t>(shape.begin(), shape.size()));
 }
 
 /// Builds a strided view; `shape` and `stride` must have the same length (<= 4); strides in elements.
