@@ -1,7 +1,9 @@
 // Launch-preparation benchmark (H200): GPU time per request of prepare_plan_gpu for a Wan2.1 720p mask
 // (N = 75,600 tokens, B_Q = B_KV = 64 -> 1,182 x 1,182 blocks, 40 heads, 10% density) for each mapping and a few
-// organizations. CUDA-event median over >= 50 runs of the enqueued builders (event pair around the enqueue;
-// includes host launch gaps), plus the host wall time of the whole call (enqueue + totals copy + sync).
+// organizations. CUDA-event median over >= 50 runs of the enqueued builders, two ways: gpu_us with a 300 us busy
+// kernel enqueued first (warm clock, as after the QKV GEMMs of a layer; the launches are enqueued while the GPU is
+// busy, so host launch gaps drop out), and idle_us right after a host synchronisation (idle clock possible, launch
+// gaps included). Plus the host wall time of the whole call (enqueue + totals copy + sync).
 // Usage: bench_launch_prep [--runs N] [--heads H] [--density D] [--out DIR]   (writes DIR/launch_prep.json)
 #include <cuda_runtime.h>
 #include <cstdio>
@@ -18,6 +20,7 @@
 #include "core/launch_prep.hpp"
 #include "cuda/check.cuh"
 #include "cuda/launch_prep_gpu.hpp"
+#include "gpu_busy.cuh"
 #include "tessera/geometry.hpp"
 
 using namespace tessera;
@@ -104,14 +107,16 @@ int main(int argc, char** argv) {
   TESSERA_CUDA_CHECK(cudaEventCreate(&e0));
   TESSERA_CUDA_CHECK(cudaEventCreate(&e1));
   nlohmann::json results = nlohmann::json::array();
-  std::printf("%-58s %10s %10s %10s %9s %8s %7s\n", "plan", "gpu_us", "wall_us", "entries", "items", "partials",
-              "<50us");
+  std::printf("%-58s %10s %10s %10s %10s %9s %8s %7s\n", "plan", "gpu_us", "idle_us", "wall_us", "entries", "items",
+              "partials", "<50us");
   for (const std::string& id : ids) {
     const Plan plan = parse_plan_id(id);
     DeviceTileMetadata md;
     for (int w = 0; w < 3; ++w) prepare_plan_gpu(plan, dm, pr, s, md);  // allocations happen here
-    std::vector<double> gpu_us, wall_us;
-    for (int r = 0; r < runs; ++r) {
+    // busy = true: a 300 us busy kernel precedes every sample (the GPU is warm, as after a GEMM); false: the
+    // preparation runs alone after a host synchronisation (the GPU may sit at its idle clock).
+    auto sample = [&](bool busy, std::vector<double>& gpu_us, std::vector<double>& wall_us) {
+      if (busy) bench::keep_gpu_busy(stream, 300.0);
       const auto t0 = std::chrono::steady_clock::now();
       TESSERA_CUDA_CHECK(cudaEventRecord(e0, stream));
       enqueue_prepare_plan_gpu(plan, dm, pr, s, md);
@@ -122,11 +127,16 @@ int main(int argc, char** argv) {
       TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
       gpu_us.push_back(ms * 1e3);
       wall_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-    }
-    const double g = median(gpu_us), w = median(wall_us);
-    std::printf("%-58s %10.1f %10.1f %10lld %9d %8d %7s\n", id.c_str(), g, w, (long long)md.n_entries, md.n_items,
-                md.n_partials, g < 50 ? "yes" : "NO");
-    results.push_back({{"plan", id}, {"gpu_us_median", g}, {"wall_us_median", w}, {"entries", md.n_entries},
+    };
+    std::vector<double> gpu_us, wall_us, idle_gpu_us, idle_wall_us;
+    bench::keep_gpu_busy(stream, 20000.0);  // 20 ms to ramp the clock
+    for (int r = 0; r < runs; ++r) sample(true, gpu_us, wall_us);
+    for (int r = 0; r < runs; ++r) sample(false, idle_gpu_us, idle_wall_us);
+    const double g = median(gpu_us), w = median(wall_us), gi = median(idle_gpu_us);
+    std::printf("%-58s %10.1f %10.1f %10.1f %10lld %9d %8d %7s\n", id.c_str(), g, gi, w, (long long)md.n_entries,
+                md.n_items, md.n_partials, g < 50 ? "yes" : "NO");
+    results.push_back({{"plan", id}, {"gpu_us_median", g}, {"gpu_us_median_after_idle", gi},
+                       {"wall_us_median", w}, {"entries", md.n_entries},
                        {"items", md.n_items}, {"partials", md.n_partials}, {"runs", runs},
                        {"metadata_bytes_bound", md.bounds.metadata_bytes}});
   }

@@ -102,22 +102,39 @@ std::string notes_json(const HeadNotes& notes) {
   return s + "]";
 }
 
-Case make_sta_case(int index, const CorpusOptions& opt) {
-  const StaPlan p = sta_plan(opt.small);
-  const int native = int(p.layers.size() * p.steps.size());
+// Where case `index` of the real STA family sits: denoising step, layer (its chunk), refinement factor of B=384.
+struct StaCoords {
   int step, layer, factor;
+};
+
+StaCoords sta_coords(const StaPlan& p, int index) {
+  const int native = int(p.layers.size() * p.steps.size());
+  StaCoords c{};
   if (index < p.dense_cases) {
-    step = 0, layer = p.layers[std::size_t(index)], factor = 1;
+    c = {0, p.layers[std::size_t(index)], 1};
   } else if (index < p.dense_cases + native) {
     const int i = index - p.dense_cases;
-    layer = p.layers[std::size_t(i) / p.steps.size()], step = p.steps[std::size_t(i) % p.steps.size()], factor = 1;
+    c = {p.steps[std::size_t(i) % p.steps.size()], p.layers[std::size_t(i) / p.steps.size()], 1};
   } else if (index < p.dense_cases + native + int(p.fine128.size())) {
-    std::tie(step, layer) = p.fine128[std::size_t(index - p.dense_cases - native)];
-    factor = 3;
+    const auto [s, l] = p.fine128[std::size_t(index - p.dense_cases - native)];
+    c = {s, l, 3};
   } else {
-    std::tie(step, layer) = p.fine64[std::size_t(index - p.dense_cases - native - int(p.fine128.size()))];
-    factor = 6;
+    const auto [s, l] = p.fine64[std::size_t(index - p.dense_cases - native - int(p.fine128.size()))];
+    c = {s, l, 6};
   }
+  return c;
+}
+
+// STA-real: a chunk is a layer, and the split alternates over the position of the layer in the layer list.
+int sta_chunk_position(const StaPlan& p, int layer) {
+  return int(std::find(p.layers.begin(), p.layers.end(), layer) - p.layers.begin());
+}
+
+std::string sta_source_id(int factor) { return fmt::format("sta-hv768-b{}", 384 / factor); }
+
+Case make_sta_case(int index, const CorpusOptions& opt) {
+  const StaPlan p = sta_plan(opt.small);
+  const auto [step, layer, factor] = sta_coords(p, index);
   const auto tab = sta_table(opt);
   const int heads = tab->heads;
   PackedMask coarse(heads, kStaHunyuanTiles.tokens(), kStaHunyuanTiles.tokens());
@@ -133,7 +150,7 @@ Case make_sta_case(int index, const CorpusOptions& opt) {
   c.mask = factor == 1 ? std::move(coarse) : refine_blocks(coarse, factor);
   auto& m = c.meta;
   m.family = "STA-real";
-  m.source_id = fmt::format("sta-hv768-b{}", 384 / factor);
+  m.source_id = sta_source_id(factor);
   m.model = "hunyuanvideo-768p";
   m.sparsifier = "sta";
   m.kind = "real";
@@ -147,8 +164,7 @@ Case make_sta_case(int index, const CorpusOptions& opt) {
   m.chunk = layer;
   m.seed = 0;  // real data: no randomness
   m.index = index;
-  const auto pos = std::find(p.layers.begin(), p.layers.end(), layer) - p.layers.begin();
-  m.split = split_of(int(pos));
+  m.split = split_of(sta_chunk_position(p, layer));
   m.notes = notes_json(notes);
   return c;
 }
@@ -223,10 +239,31 @@ int case_count(const std::string& family, const CorpusOptions& opt) {
   return int(family_sources(family).size()) * sp.chunks * sp.steps_per_chunk * sp.layers_per_chunk;
 }
 
-Case make_case(const std::string& family, int index, const CorpusOptions& opt) {
+namespace {
+
+void check_case_index(const std::string& family, int index, const CorpusOptions& opt) {
   const int total = case_count(family, opt);
   if (index < 0 || index >= total)
     throw Error(ErrorCode::kInvalidArgument, "index", fmt::format("case {} of family {} outside [0, {})", index, family, total));
+}
+
+}  // namespace
+
+CaseOrigin case_origin(const std::string& family, int index, const CorpusOptions& opt) {
+  check_case_index(family, index, opt);
+  if (family == "STA-real") {
+    const StaPlan p = sta_plan(opt.small);
+    const StaCoords c = sta_coords(p, index);
+    return {sta_source_id(c.factor), c.layer, split_of(sta_chunk_position(p, c.layer))};
+  }
+  const SourcePlan sp = source_plan(opt.small);
+  const int per_chunk = sp.steps_per_chunk * sp.layers_per_chunk, per_source = sp.chunks * per_chunk;
+  const int chunk = (index % per_source) / per_chunk;
+  return {family_sources(family)[std::size_t(index / per_source)]->id, chunk, split_of(chunk)};
+}
+
+Case make_case(const std::string& family, int index, const CorpusOptions& opt) {
+  check_case_index(family, index, opt);
   if (family == "STA-real") return make_sta_case(index, opt);
   const FamilySpec& fam = family_spec(family);
   const SourcePlan sp = source_plan(opt.small);

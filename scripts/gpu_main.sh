@@ -3,7 +3,8 @@
 #   build + all GPU tests (scripts/gpu_check.sh), memcheck on a subset, the kernel benchmark against
 #   FlexAttention, the launch-preparation benchmark, `tessera profile` on corpus cases, `tessera compile-table`, a rebuild with the new table
 #   embedded, and the main job `tessera run`.
-# Knobs: PROFILE_CASES (per family and split), RUN_CASES (per family), PHASES (subset of the phase names).
+# Knobs: PROFILE_CASES, PROFILE_EVAL_CASES, PROFILE_STA_CASES, PROFILE_SECONDS, PROFILE_REPS, PROFILE_RESUME (see the
+# profile phase), RUN_CASES (per family), MEMCHECK (0 skips it), PHASES (subset of the phase names).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
@@ -12,7 +13,7 @@ has() { [[ " $PHASES " == *" $1 "* ]]; }
 T0=$(date +%s); stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 scripts/gpu_check.sh $(has test || echo "-R ^none$") ; stamp "gpu_check rc=$?"
 B=build/gpu/bin
-if has test; then
+if has test && [ "${MEMCHECK:-1}" = 1 ]; then
   timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 build/gpu/tests/tessera_tests_gpu \
     --gtest_filter='LaunchPrepGpu.Wan*:Catalog/MmaAttention.*/mma_bf16_d128_t64x64_w4_s2' > "$OUT/memcheck.log" 2>&1
   stamp "memcheck rc=$?"; tail -2 "$OUT/memcheck.log"
@@ -24,13 +25,24 @@ if has bench; then
   stamp "bench rc=$?"; grep -v Warning "$OUT/flex.log" | tail -16
 fi
 if has prep; then
-  timeout 40 $B/bench_launch_prep --out "$OUT" > "$OUT/bench_launch_prep.log" 2>&1; stamp "prep bench rc=$?"
+  nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv > "$OUT/clocks.txt" 2>&1
+  timeout 60 $B/bench_launch_prep --out "$OUT" > "$OUT/bench_launch_prep.log" 2>&1; stamp "prep bench rc=$?"
   tail -24 "$OUT/bench_launch_prep.log"
+  timeout 60 $B/bench_mask_state --out "$OUT" > "$OUT/bench_mask_state.log" 2>&1; stamp "mask state bench rc=$?"
+  tail -8 "$OUT/bench_mask_state.log"
 fi
 if has profile; then
-  timeout "${PROFILE_SECONDS:-170}" $B/tessera profile --out "$OUT/profile.jsonl" --cases-per-split "${PROFILE_CASES:-2}" \
-    --reps "${PROFILE_REPS:-3}" > "$OUT/profile.log" 2>&1
-  stamp "profile rc=$?"; tail -3 "$OUT/profile.log"
+  # One records file, filled in three resumable passes within PROFILE_SECONDS: a few real STA cases of the
+  # profiling split, PROFILE_EVAL_CASES per family of both splits (so the evaluation split is there), then the
+  # profiling split up to PROFILE_CASES per family. PROFILE_RESUME: an earlier records file to continue.
+  [ -n "${PROFILE_RESUME:-}" ] && cp "$PROFILE_RESUME" "$OUT/profile.jsonl"
+  P_END=$(( $(date +%s) + ${PROFILE_SECONDS:-170} ))
+  left() { echo $(( P_END - $(date +%s) > 1 ? P_END - $(date +%s) : 1 )); }
+  prof() { timeout "$(left)" $B/tessera profile --out "$OUT/profile.jsonl" --reps "${PROFILE_REPS:-3}" "$@" >> "$OUT/profile.log" 2>&1; }
+  prof --families STA-real --splits profiling --cases-per-split "${PROFILE_STA_CASES:-4}"
+  prof --cases-per-split "${PROFILE_EVAL_CASES:-4}"
+  prof --splits profiling --cases-per-split "${PROFILE_CASES:-2}"
+  stamp "profile rc=$? ($(wc -l < "$OUT/profile.jsonl") records)"; tail -3 "$OUT/profile.log"
   $B/tessera compile-table --in "$OUT/profile.jsonl" --out src/core/plan_tables/sm90a.json --gpu-name "NVIDIA H200" \
     | tee "$OUT/compile_table.log"
   cp src/core/plan_tables/sm90a.json "$OUT/sm90a.json"

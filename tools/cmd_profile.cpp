@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <algorithm>
 #include <map>
@@ -30,6 +31,7 @@ struct ProfileArgs {
   std::vector<std::string> splits{"profiling", "evaluation"};
   int cases_per_split = 4;
   int reps = 3;
+  bool list_only = false;
   double max_error = 1e-2;
   std::uint64_t seed = 7;
 };
@@ -38,8 +40,41 @@ bool profiled_candidate(const std::string& id) {
   return id.find(".tasc.") != std::string::npos && id.find(".split8.") == std::string::npos;
 }
 
+// Up to `count` case indices of one family and split, spread over its requests: round-robin over the
+// (source, chunk) groups, and inside a group in a fixed pseudo-random order of steps and layers, so a small
+// count still covers every source (the compiler's cross-validation folds are grouped by source). Uses
+// case_origin(), so no mask is generated here.
+std::vector<int> spread_cases(const std::string& family, const std::string& split, int count,
+                              const corpus::CorpusOptions& opt) {
+  std::map<std::pair<std::string, int>, std::vector<int>> groups;
+  const int n = corpus::case_count(family, opt);
+  for (int i = 0; i < n; ++i) {
+    const corpus::CaseOrigin o = corpus::case_origin(family, i, opt);
+    if (o.split == split) groups[{o.source_id, o.chunk}].push_back(i);
+  }
+  const auto scramble = [](std::uint64_t x) {  // SplitMix64 finaliser: a fixed order, the same on every machine
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+  };
+  std::size_t longest = 0;
+  for (auto& [key, v] : groups) {
+    std::sort(v.begin(), v.end(), [&](int x, int y) { return scramble(std::uint64_t(x)) < scramble(std::uint64_t(y)); });
+    longest = std::max(longest, v.size());
+  }
+  // Sources alternate before chunks: order the groups by (chunk, source).
+  std::vector<std::pair<std::pair<int, std::string>, const std::vector<int>*>> order;
+  for (const auto& [key, v] : groups) order.push_back({{key.second, key.first}, &v});
+  std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<int> out;
+  for (std::size_t r = 0; r < longest && int(out.size()) < count; ++r)
+    for (const auto& [key, v] : order)
+      if (r < v->size() && int(out.size()) < count) out.push_back((*v)[r]);
+  return out;
+}
+
 void run_profile(const ProfileArgs& a) {
-  if (cuda_device_count() == 0) throw Error(ErrorCode::kUnsupported, "device", "tessera profile needs a CUDA GPU");
   std::set<std::string> done;
   {
     std::ifstream in(a.out);
@@ -47,37 +82,38 @@ void run_profile(const ProfileArgs& a) {
     while (std::getline(in, line))
       if (!line.empty()) done.insert(profile_record_from_json(line).case_id);
   }
-  std::ofstream out(a.out, std::ios::app);
-  if (!out) throw Error(ErrorCode::kIoError, "--out", "cannot append to '" + a.out + "'");
-  Stream stream = nullptr;
-  TESSERA_CUDA_CHECK(cudaStreamCreate(&stream));
-  Runtime rt(RuntimeOptions{.plan_table_path = "", .use_plan_table = false, .max_workspace_bytes = -1});
   corpus::CorpusOptions opt;
   opt.families = a.families;
-
   // The work list first, so progress and ETA are known.
   struct Item {
     std::string family;
     int index;
   };
   std::vector<Item> items;
-  for (const std::string& fam : corpus::selected_families(opt)) {
-    std::map<std::string, int> taken;
-    const int n = corpus::case_count(fam, opt);
-    for (int i = 0; i < n; ++i) {
-      const corpus::Case c = corpus::make_case(fam, i, opt);
-      if (std::find(a.splits.begin(), a.splits.end(), c.meta.split) == a.splits.end()) continue;
-      if (taken[c.meta.split] >= a.cases_per_split) continue;
-      taken[c.meta.split] += 1;
-      items.push_back({fam, i});
+  for (const std::string& fam : corpus::selected_families(opt))
+    for (const std::string& split : a.splits)
+      for (const int i : spread_cases(fam, split, a.cases_per_split, opt)) items.push_back({fam, i});
+  if (a.list_only) {
+    for (const Item& it : items) {
+      const corpus::CaseOrigin o = corpus::case_origin(it.family, it.index, opt);
+      fmt::print("{}/{}/{} {} chunk {}\n", it.family, o.source_id, it.index, o.split, o.chunk);
     }
+    return;
   }
+  if (cuda_device_count() == 0) throw Error(ErrorCode::kUnsupported, "device", "tessera profile needs a CUDA GPU");
+  std::ofstream out(a.out, std::ios::app);
+  if (!out) throw Error(ErrorCode::kIoError, "--out", "cannot append to '" + a.out + "'");
+  Stream stream = nullptr;
+  TESSERA_CUDA_CHECK(cudaStreamCreate(&stream));
+  Runtime rt(RuntimeOptions{.plan_table_path = "", .use_plan_table = false, .max_workspace_bytes = -1});
+
   const auto t_start = std::chrono::steady_clock::now();
   int processed = 0;
   for (std::size_t n = 0; n < items.size(); ++n) {
-    const corpus::Case c = corpus::make_case(items[n].family, items[n].index, opt);
-    const std::string case_id = c.meta.family + "/" + c.meta.source_id + "/" + std::to_string(items[n].index);
+    const corpus::CaseOrigin origin = corpus::case_origin(items[n].family, items[n].index, opt);
+    const std::string case_id = items[n].family + "/" + origin.source_id + "/" + std::to_string(items[n].index);
     if (done.count(case_id)) continue;
+    const corpus::Case c = corpus::make_case(items[n].family, items[n].index, opt);
     GpuCase g = make_gpu_case(c, a.seed + n, stream);
     rt.run(g.request, stream);  // default plan: mu(M) statistics and the default/direct ids
     const DispatchInfo base = rt.last_dispatch();
@@ -115,6 +151,7 @@ void run_profile(const ProfileArgs& a) {
     const double eta = el / processed * static_cast<double>(items.size() - n - 1);
     fmt::print("[{}/{}] {} {} plans, density {:.3f}; elapsed {:.0f} s, ETA {:.0f} s\n", n + 1, items.size(), case_id,
                plans, base.stats.density, el, eta);
+    std::fflush(stdout);  // progress reaches a log file even if the run is stopped by a time limit
   }
   TESSERA_CUDA_CHECK(cudaStreamDestroy(stream));
 }
@@ -129,6 +166,7 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--splits", a->splits, "Corpus splits to profile (profiling, evaluation)");
   cmd->add_option("--cases-per-split", a->cases_per_split, "Cases per family and split")->check(CLI::Range(1, 100000));
   cmd->add_option("--reps", a->reps, "Timed repetitions per plan (median)")->check(CLI::Range(1, 1000));
+  cmd->add_flag("--list", a->list_only, "Print the chosen cases (family/source/index, split, chunk) and exit; no GPU needed");
   cmd->callback([a] { run_profile(*a); });
 }
 

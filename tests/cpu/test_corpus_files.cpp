@@ -154,3 +154,29 @@ TEST(CorpusFiles, PaddingBitsRejectedAndErrorsNameThePath) {
   }
   std::filesystem::remove_all(dir);
 }
+
+// case_origin() (used to pick profiling cases without generating masks) agrees with make_case()'s metadata: every
+// case of the small corpus, and the first, a middle and the last case of every family of the full corpus.
+TEST(CorpusFiles, CaseOriginMatchesMakeCase) {
+  for (const bool small : {true, false}) {
+    CorpusOptions opt;
+    opt.small = small;
+    for (const auto& f : families()) {
+      const int n = case_count(f.name, opt);
+      std::vector<int> idx;
+      if (small) {
+        for (int i = 0; i < n; ++i) idx.push_back(i);
+      } else {
+        idx = {0, n / 2, n - 1};
+      }
+      for (const int i : idx) {
+        const CaseOrigin o = case_origin(f.name, i, opt);
+        const CaseMeta m = make_case(f.name, i, opt).meta;
+        EXPECT_EQ(o.source_id, m.source_id) << f.name << " " << i;
+        EXPECT_EQ(o.chunk, m.chunk) << f.name << " " << i;
+        EXPECT_EQ(o.split, m.split) << f.name << " " << i;
+      }
+    }
+  }
+  EXPECT_THROW(case_origin("Q16K16", -1, CorpusOptions{}), tessera::Error);
+}

@@ -68,6 +68,17 @@ const std::vector<SourceSpec>& sources();
 /// Number of cases of a family under the options.
 int case_count(const std::string& family, const CorpusOptions& opt);
 
+/// Where a case comes from, known without generating its mask.
+struct CaseOrigin {
+  std::string source_id;  ///< as CaseMeta::source_id
+  int chunk = 0;          ///< as CaseMeta::chunk (STA-real: the layer)
+  std::string split;      ///< "profiling" or "evaluation", as CaseMeta::split
+};
+
+/// The origin of case `index` of a family in microseconds (no mask is generated); equals the corresponding fields
+/// of make_case(family, index, opt).meta. Throws tessera::Error(kInvalidArgument, "index") when out of range.
+CaseOrigin case_origin(const std::string& family, int index, const CorpusOptions& opt);
+
 /// Produces case `index` (0 <= index < case_count) of a family, in memory, deterministically from opt.seed.
 /// Throws tessera::Error(kInvalidArgument, "index") when out of range, (kIoError, "sta_table") when the real
 /// table is needed and missing.
