@@ -4,7 +4,7 @@
 #   FlexAttention, the launch-preparation benchmark, `tessera profile` on corpus cases, `tessera compile-table`, a rebuild with the new table
 #   embedded, and the main job `tessera run`.
 # Knobs: PROFILE_CASES, PROFILE_EVAL_CASES, PROFILE_STA_CASES, PROFILE_SECONDS, PROFILE_REPS, PROFILE_RESUME (see the
-# profile phase), RUN_CASES (per family), MEMCHECK (0 skips it), PHASES (subset of the phase names).
+# profile phase), RUN_CASES (per family), RUN_SECONDS, MEMCHECK (0 skips it), PHASES (subset of the phase names).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
@@ -32,16 +32,18 @@ if has prep; then
   tail -8 "$OUT/bench_mask_state.log"
 fi
 if has profile; then
-  # One records file, filled in three resumable passes within PROFILE_SECONDS: a few real STA cases of the
-  # profiling split, PROFILE_EVAL_CASES per family of both splits (so the evaluation split is there), then the
-  # profiling split up to PROFILE_CASES per family. PROFILE_RESUME: an earlier records file to continue.
+  # One records file, filled in three resumable passes within PROFILE_SECONDS: PROFILE_STA_CASES real STA cases
+  # per split, PROFILE_EVAL_CASES per family of PROFILE_FAMILIES in both splits (so the evaluation split is there),
+  # then the profiling split up to PROFILE_CASES per family. PROFILE_RESUME: an earlier records file to continue.
   [ -n "${PROFILE_RESUME:-}" ] && cp "$PROFILE_RESUME" "$OUT/profile.jsonl"
   P_END=$(( $(date +%s) + ${PROFILE_SECONDS:-170} ))
   left() { echo $(( P_END - $(date +%s) > 1 ? P_END - $(date +%s) : 1 )); }
   prof() { timeout "$(left)" $B/tessera profile --out "$OUT/profile.jsonl" --reps "${PROFILE_REPS:-3}" "$@" >> "$OUT/profile.log" 2>&1; }
-  prof --families STA-real --splits profiling --cases-per-split "${PROFILE_STA_CASES:-4}"
-  prof --cases-per-split "${PROFILE_EVAL_CASES:-4}"
-  prof --splits profiling --cases-per-split "${PROFILE_CASES:-2}"
+  # The real STA cases cost 8-22 s each on the H200 (115,200 tokens, 24 heads), the others about 0.4 s.
+  FAMS="${PROFILE_FAMILIES:-Q16K16 Q32K16 Q32K32 Q64K32 Q64K64-HD Q64K64 Q64K64-DD Q128K64 Q128K128}"
+  prof --families STA-real --cases-per-split "${PROFILE_STA_CASES:-4}"
+  prof --families $FAMS --cases-per-split "${PROFILE_EVAL_CASES:-4}"
+  prof --families $FAMS --splits profiling --cases-per-split "${PROFILE_CASES:-2}"
   stamp "profile rc=$? ($(wc -l < "$OUT/profile.jsonl") records)"; tail -3 "$OUT/profile.log"
   $B/tessera compile-table --in "$OUT/profile.jsonl" --out src/core/plan_tables/sm90a.json --gpu-name "NVIDIA H200" \
     | tee "$OUT/compile_table.log"
@@ -49,7 +51,7 @@ if has profile; then
   cmake --build --preset gpu -j 16 --target tessera_cli > "$OUT/rebuild.log" 2>&1; stamp "rebuild rc=$?"
 fi
 if has run; then
-  timeout 150 $B/tessera run --cases-per-family "${RUN_CASES:-1}" --json "$OUT/tessera_run.json" > "$OUT/tessera_run.log" 2>&1
+  timeout "${RUN_SECONDS:-150}" $B/tessera run --cases-per-family "${RUN_CASES:-1}" --json "$OUT/tessera_run.json" > "$OUT/tessera_run.log" 2>&1
   stamp "run rc=$?"; tail -16 "$OUT/tessera_run.log"
 fi
 if has python && [ -d python/tests ]; then
