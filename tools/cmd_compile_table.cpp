@@ -73,7 +73,7 @@ void run_compile(const CompileArgs& a) {
   for (const KeyReport& k : reports) {
     std::string cv;
     for (double x : k.cv_log_regret) cv += fmt::format("{:.4f} ", x);
-    fmt::print("{:<28} {:>6} {:>6} {:>7}  {}\n", k.key, k.cases, k.chosen_depth, k.leaves, cv.empty() ? "(one source: no CV)" : cv);
+    fmt::print("{:<28} {:>6} {:>6} {:>7}  {}\n", k.key, k.cases, k.chosen_depth, k.leaves, cv.empty() ? "(one request: no CV)" : cv);
   }
   std::vector<ProfileRecord> eval;
   for (const ProfileRecord& r : records)

@@ -1,17 +1,18 @@
 // `tessera profile` (GPU): for each corpus case of the chosen splits and each eligible candidate plan, check the
 // output against the GPU reference and record the median kernel latency. Writes one JSON record per line
-// (src/core/table_compiler.hpp, docs/selection.md); resumable: cases already in the output file are skipped.
+// (src/core/table_compiler.hpp, docs/selection.md); resumable: cases already in the output file are skipped, and
+// each case's records are appended in one write (src/core/profile_file.hpp).
 #include <cuda_runtime.h>
 #include <fmt/core.h>
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <algorithm>
 #include <map>
 #include <set>
 
 #include "commands.hpp"
+#include "core/profile_file.hpp"
 #include "core/table_compiler.hpp"
 #include "cuda/check.cuh"
 #include "gpu_case.hpp"
@@ -75,13 +76,6 @@ std::vector<int> spread_cases(const std::string& family, const std::string& spli
 }
 
 void run_profile(const ProfileArgs& a) {
-  std::set<std::string> done;
-  {
-    std::ifstream in(a.out);
-    std::string line;
-    while (std::getline(in, line))
-      if (!line.empty()) done.insert(profile_record_from_json(line).case_id);
-  }
   corpus::CorpusOptions opt;
   opt.families = a.families;
   // The work list first, so progress and ETA are known.
@@ -101,8 +95,10 @@ void run_profile(const ProfileArgs& a) {
     return;
   }
   if (cuda_device_count() == 0) throw Error(ErrorCode::kUnsupported, "device", "tessera profile needs a CUDA GPU");
-  std::ofstream out(a.out, std::ios::app);
-  if (!out) throw Error(ErrorCode::kIoError, "--out", "cannot append to '" + a.out + "'");
+  int repaired = 0;
+  const std::set<std::string> done = resume_profile_file(a.out, &repaired);
+  if (repaired)
+    fmt::print("{}: removed {} lines of a case cut off by an earlier stop (it is profiled again)\n", a.out, repaired);
   Stream stream = nullptr;
   TESSERA_CUDA_CHECK(cudaStreamCreate(&stream));
   Runtime rt(RuntimeOptions{.plan_table_path = "", .use_plan_table = false, .max_workspace_bytes = -1});
@@ -121,6 +117,7 @@ void run_profile(const ProfileArgs& a) {
     ProfileRecord rec;
     rec.case_id = case_id;
     rec.source = c.meta.source_id;
+    rec.request = fmt::format("{}#{}", c.meta.source_id, c.meta.chunk);
     rec.split = c.meta.split == "profiling" ? "profile" : "eval";
     rec.key = fmt::format("{}.bf16.d128.q{}.kv{}", rt.arch(), c.meta.block_q, c.meta.block_kv);
     rec.features = make_features(1, c.mask.heads, c.meta.n_q, base.stats);
@@ -132,7 +129,7 @@ void run_profile(const ProfileArgs& a) {
       const DeviceMaskState ms = build_mask_state_gpu(r.mask, stream);
       reference_attention_gpu(r, ms, stream);
     }
-    int plans = 0;
+    std::vector<ProfileRecord> records;  // written together once the case is done
     for (const std::string& id : rt.eligible_plans(g.request)) {
       if (!profiled_candidate(id)) continue;
       rec.plan = id;
@@ -142,10 +139,10 @@ void run_profile(const ProfileArgs& a) {
       const double err = relative_l2_gpu(g.o.view, ref.view, stream);
       rec.valid = err <= a.max_error;
       if (!rec.valid) fmt::print(stderr, "  invalid: {} on {}: rel L2 {:.3e}\n", id, case_id, err);
-      out << profile_record_to_json(rec) << "\n";
-      ++plans;
+      records.push_back(rec);
     }
-    out.flush();
+    append_case_records(a.out, records);
+    const std::size_t plans = records.size();
     ++processed;
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     const double eta = el / processed * static_cast<double>(items.size() - n - 1);

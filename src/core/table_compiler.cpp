@@ -18,6 +18,7 @@ using nlohmann::json;
 struct Case {
   std::string id;
   std::string source;
+  std::string request;  // cross-validation group
   FeatureVector features{};
   BucketVector buckets{};
   std::map<std::string, double> latency;  // valid plans only
@@ -30,6 +31,7 @@ std::vector<Case> gather_cases(const std::vector<const ProfileRecord*>& recs, co
     Case& c = by_id[r->case_id];
     c.id = r->case_id;
     c.source = r->source;
+    c.request = r->request.empty() ? r->source : r->request;
     c.features = r->features;
     if (r->valid && r->latency_us > 0) {
       c.latency[r->plan] = r->latency_us;
@@ -180,6 +182,7 @@ ProfileRecord profile_record_from_json(const std::string& line) {
     const json j = json::parse(line);
     r.case_id = j.at("case").get<std::string>();
     r.source = j.at("source").get<std::string>();
+    r.request = j.value("request", "");
     r.split = j.at("split").get<std::string>();
     if (r.split != "profile" && r.split != "eval")
       throw Error(ErrorCode::kFormatError, "profile", "field 'split' must be \"profile\" or \"eval\", got \"" + r.split + "\"");
@@ -202,6 +205,7 @@ std::string profile_record_to_json(const ProfileRecord& r) {
   json j = {{"case", r.case_id}, {"source", r.source}, {"split", r.split},         {"key", r.key},
             {"features", f},     {"plan", r.plan},     {"latency_us", r.latency_us}, {"valid", r.valid}};
   if (!r.role.empty()) j["role"] = r.role;
+  if (!r.request.empty()) j["request"] = r.request;
   return j.dump();
 }
 
@@ -218,14 +222,15 @@ PlanTable compile_plan_table(const std::vector<ProfileRecord>& records, const Co
     auto bp = options.base_plans.find(key);
     const std::string base = bp != options.base_plans.end() ? bp->second : default_base_plan(cases);
 
-    // Folds by source: sources sorted by name, dealt round-robin.
-    std::vector<std::string> sources;
-    for (const Case& c : cases) sources.push_back(c.source);
-    std::sort(sources.begin(), sources.end());
-    sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
-    const int k = std::min<int>(options.folds, static_cast<int>(sources.size()));
+    // Folds by request: requests sorted by name (so each source's requests are adjacent), dealt round-robin,
+    // so every fold holds whole requests and, where a source has several, requests of every source.
+    std::vector<std::string> requests;
+    for (const Case& c : cases) requests.push_back(c.request);
+    std::sort(requests.begin(), requests.end());
+    requests.erase(std::unique(requests.begin(), requests.end()), requests.end());
+    const int k = std::min<int>(options.folds, static_cast<int>(requests.size()));
     std::map<std::string, int> fold_of;
-    for (std::size_t i = 0; i < sources.size(); ++i) fold_of[sources[i]] = static_cast<int>(i) % std::max(k, 1);
+    for (std::size_t i = 0; i < requests.size(); ++i) fold_of[requests[i]] = static_cast<int>(i) % std::max(k, 1);
 
     KeyReport rep;
     rep.key = key;
@@ -238,7 +243,7 @@ PlanTable compile_plan_table(const std::vector<ProfileRecord>& records, const Co
         for (int f = 0; f < k; ++f) {
           std::vector<int> train, test;
           for (int i = 0; i < static_cast<int>(cases.size()); ++i)
-            (fold_of[cases[i].source] == f ? test : train).push_back(i);
+            (fold_of[cases[i].request] == f ? test : train).push_back(i);
           if (train.empty() || test.empty()) continue;
           PlanTable t;
           t.trees[key] = grow_tree(key, cases, train, base, depth, options.min_leaf_cases);

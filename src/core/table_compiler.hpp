@@ -1,8 +1,9 @@
 #pragma once
 // Offline plan-table compilation (DESIGN.md section 6, step 2): from profile records (one per case x plan),
 // grow one decision tree per request key over bucketed features, depth chosen by cross-validation over folds
-// that keep each mask source together, >= min_leaf_cases cases per leaf; rank plans per leaf by geometric-mean
-// latency; and report the regret on the evaluation split.
+// that keep each request's masks together (all steps, layers and heads of one request of one source),
+// >= min_leaf_cases cases per leaf; rank plans per leaf by geometric-mean latency; and report the regret on the
+// evaluation split.
 #include <map>
 #include <string>
 #include <vector>
@@ -15,7 +16,10 @@ namespace tessera {
 /// One profiled (case, plan) pair, as written by `tessera profile` (one JSON object per line).
 struct ProfileRecord {
   std::string case_id;   ///< unique per mask + request parameters
-  std::string source;    ///< mask source (file/generator); folds never split a source
+  std::string source;    ///< mask source (sparsifier x model, e.g. "q64-vsa-wan720")
+  /// The request the mask belongs to (e.g. "q64-vsa-wan720#3": source and corpus chunk); cross-validation
+  /// folds never split a request. Optional in JSON: empty (older records) means the source is the request.
+  std::string request;
   std::string split;     ///< "profile" or "eval"
   std::string key;       ///< RequestKey::str()
   FeatureVector features{};
@@ -34,7 +38,7 @@ std::string profile_record_to_json(const ProfileRecord& r);
 struct CompileOptions {
   int min_leaf_cases = 32;  ///< DESIGN.md: at least 32 cases per leaf
   int max_depth = 6;        ///< largest depth tried by cross-validation
-  int folds = 5;            ///< at most this many folds (fewer when there are fewer sources)
+  int folds = 5;            ///< at most this many folds (fewer when there are fewer requests)
   /// Base plan per key (eligible for every request of the key). Keys missing here use the plan measured
   /// valid on the most cases, ties broken by the lower geometric-mean latency.
   std::map<std::string, std::string> base_plans;

@@ -143,6 +143,52 @@ TEST(PlanTableArtifact, RejectsCorruptOrMismatchedArtifacts) {
   expect_format_error(truncated, "not valid JSON");
 }
 
+// Two sources of one key that want different plans and differ in sequence length, 8 requests each, 8 cases per
+// request (correlated: one request's cases share their latency scale). Folds keep requests together, so every
+// training fold still holds both sources and cross-validation can see that the split pays: depth >= 1, and each
+// source's requests get their own plan. (With folds by source, each fold would train on one source only.)
+TEST(PlanTableCompiler, FoldsByRequestLearnPerSourceRegimes) {
+  std::vector<ProfileRecord> prof;
+  std::mt19937_64 g(3);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int src = 0; src < 2; ++src)
+    for (int req = 0; req < 8; ++req) {
+      const double scale = 100 + 100 * u(g);
+      for (int c = 0; c < 8; ++c) {
+        ProfileRecord r;
+        r.case_id = "s" + std::to_string(src) + "-r" + std::to_string(req) + "-c" + std::to_string(c);
+        r.source = "s" + std::to_string(src);
+        r.request = r.source + "#" + std::to_string(req);
+        r.split = "profile";
+        r.key = kKey;
+        r.features = {16, src == 0 ? 27280.0 : 75600.0, 0.1, 0.5, 2, 10};
+        const double t = scale * (1 + 0.02 * u(g));
+        for (const auto& [plan, lat] : std::vector<std::pair<std::string, double>>{
+                 {"a", src == 0 ? t : 1.3 * t}, {"b", src == 0 ? 1.3 * t : t}, {"base", 1.5 * t}}) {
+          ProfileRecord x = r;
+          x.plan = plan;
+          x.latency_us = lat;
+          x.valid = true;
+          prof.push_back(x);
+        }
+      }
+    }
+  CompileOptions opt;
+  opt.base_plans[kKey] = "base";
+  std::vector<KeyReport> reports;
+  const PlanTable table = compile_plan_table(prof, opt, &reports);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_GE(reports[0].chosen_depth, 1);
+  EXPECT_EQ(table.lookup(kKey, {16, 27280, 0.1, 0.5, 2, 10}).ranking->front(), "a");
+  EXPECT_EQ(table.lookup(kKey, {16, 75600, 0.1, 0.5, 2, 10}).ranking->front(), "b");
+  // Records without a request (older files) fall back to folds by source: two folds, each training on one
+  // source, so no split can be validated.
+  for (auto& r : prof) r.request.clear();
+  reports.clear();
+  compile_plan_table(prof, opt, &reports);
+  EXPECT_EQ(reports[0].chosen_depth, 0);
+}
+
 TEST(ProfileRecords, JsonRoundTripAndErrors) {
   ProfileRecord r = synthetic_profile(1, 1, "eval")[0];
   const ProfileRecord back = profile_record_from_json(profile_record_to_json(r));
@@ -150,6 +196,9 @@ TEST(ProfileRecords, JsonRoundTripAndErrors) {
   EXPECT_EQ(back.features, r.features);
   EXPECT_EQ(back.plan, r.plan);
   EXPECT_DOUBLE_EQ(back.latency_us, r.latency_us);
+  EXPECT_EQ(back.request, "");  // optional field, absent
+  r.request = "src#3";
+  EXPECT_EQ(profile_record_from_json(profile_record_to_json(r)).request, "src#3");
   EXPECT_THROW(profile_record_from_json("{\"case\":1}"), Error);
   std::string js = profile_record_to_json(r);
   js.replace(js.find("\"eval\""), 6, "\"test\"");

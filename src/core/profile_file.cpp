@@ -1,0 +1,96 @@
+#include "core/profile_file.hpp"
+
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "tessera/error.hpp"
+
+namespace tessera {
+
+namespace {
+
+[[noreturn]] void io_error(const std::string& path, const std::string& what) {
+  throw Error(ErrorCode::kIoError, "--out", fmt::format("{} '{}': {}", what, path, std::strerror(errno)));
+}
+
+}  // namespace
+
+std::set<std::string> resume_profile_file(const std::string& path, int* repaired) {
+  if (repaired) *repaired = 0;
+  std::set<std::string> done;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return done;  // nothing profiled yet
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  std::vector<std::string> lines;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t nl = text.find('\n', pos);
+    lines.push_back(text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos));
+    pos = nl == std::string::npos ? text.size() : nl + 1;
+  }
+  const bool torn = !text.empty() && text.back() != '\n';
+  if (torn) lines.pop_back();
+  std::vector<std::string> case_of(lines.size());
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].empty()) continue;
+    try {
+      case_of[i] = profile_record_from_json(lines[i]).case_id;
+    } catch (const Error& e) {
+      throw Error(ErrorCode::kFormatError, "--out", fmt::format("{} line {}: {}", path, i + 1, e.message()));
+    }
+  }
+  if (torn) {
+    std::string last;
+    for (std::size_t i = lines.size(); i-- > 0;)
+      if (!case_of[i].empty()) {
+        last = case_of[i];
+        break;
+      }
+    std::string kept;
+    int removed = 1;  // the partial line
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      if (!last.empty() && case_of[i] == last) {
+        ++removed;
+        continue;
+      }
+      kept += lines[i] + "\n";
+    }
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    if (!(out << kept) || !out.flush()) io_error(path, "cannot rewrite");
+    if (repaired) *repaired = removed;
+    for (std::size_t i = 0; i < lines.size(); ++i)
+      if (case_of[i] != last && !case_of[i].empty()) done.insert(case_of[i]);
+    return done;
+  }
+  for (const std::string& c : case_of)
+    if (!c.empty()) done.insert(c);
+  return done;
+}
+
+void append_case_records(const std::string& path, const std::vector<ProfileRecord>& records) {
+  std::string block;
+  for (const ProfileRecord& r : records) block += profile_record_to_json(r) + "\n";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd < 0) io_error(path, "cannot append to");
+  std::size_t off = 0;
+  while (off < block.size()) {
+    const ssize_t n = ::write(fd, block.data() + off, block.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      io_error(path, "cannot append to");
+    }
+    off += static_cast<std::size_t>(n);
+  }
+  if (::close(fd) != 0) io_error(path, "cannot close");
+}
+
+}  // namespace tessera

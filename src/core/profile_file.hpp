@@ -1,0 +1,25 @@
+// The profile records file of `tessera profile`: one JSON record per line (table_compiler.hpp), appended one
+// case at a time, so that a run stopped by a time limit can be resumed (docs/selection.md, "Profiling").
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/table_compiler.hpp"
+
+namespace tessera {
+
+/// Opens a records file for resuming and returns the ids of the cases it already holds. A missing file holds
+/// none. A file that does not end in a newline was stopped in the middle of a write: the partial last line and
+/// every record of the last complete line's case (that case's block may be incomplete) are removed, the file is
+/// rewritten without them, and `*repaired` (when given) is set to the number of lines removed.
+/// Throws Error(kFormatError, "--out", "<path> line <n>: ...") for a complete line that is not a record, and
+/// Error(kIoError, "--out") when the file cannot be read or rewritten.
+std::set<std::string> resume_profile_file(const std::string& path, int* repaired = nullptr);
+
+/// Appends all records of one case to the file with one write() of whole lines, then flushes it to the OS, so a
+/// run stopped between cases leaves only whole cases. Throws Error(kIoError, "--out") on failure.
+void append_case_records(const std::string& path, const std::vector<ProfileRecord>& records);
+
+}  // namespace tessera

@@ -1,0 +1,102 @@
+// Resumable profile records files: whole-case appends, and repair of a file cut off in the middle of a write.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/profile_file.hpp"
+#include "tessera/error.hpp"
+
+namespace tessera {
+namespace {
+
+ProfileRecord record(const std::string& case_id, const std::string& plan) {
+  ProfileRecord r;
+  r.case_id = case_id;
+  r.source = "src";
+  r.request = "src#0";
+  r.split = "profile";
+  r.key = "sm90a.bf16.d128.q64.kv64";
+  r.plan = plan;
+  r.latency_us = 10;
+  r.valid = true;
+  return r;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class ProfileFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = (std::filesystem::temp_directory_path() /
+             ("tessera_profile_file_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".jsonl"))
+                .string();
+    std::filesystem::remove(path_);
+  }
+  void TearDown() override { std::filesystem::remove(path_); }
+  std::string path_;
+};
+
+TEST_F(ProfileFile, MissingFileHoldsNoCase) {
+  int repaired = -1;
+  EXPECT_TRUE(resume_profile_file(path_, &repaired).empty());
+  EXPECT_EQ(repaired, 0);
+}
+
+TEST_F(ProfileFile, WholeCasesAreResumed) {
+  append_case_records(path_, {record("A", "p1"), record("A", "p2")});
+  append_case_records(path_, {record("B", "p1")});
+  int repaired = -1;
+  EXPECT_EQ(resume_profile_file(path_, &repaired), (std::set<std::string>{"A", "B"}));
+  EXPECT_EQ(repaired, 0);
+  const std::string text = slurp(path_);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 3);
+  EXPECT_EQ(profile_record_from_json(text.substr(0, text.find('\n'))).request, "src#0");
+}
+
+// A run stopped mid-write leaves a partial line: it and the rest of its case are removed, earlier cases stay.
+TEST_F(ProfileFile, CutOffCaseIsRemoved) {
+  append_case_records(path_, {record("A", "p1"), record("A", "p2")});
+  append_case_records(path_, {record("B", "p1")});
+  const std::string partial = profile_record_to_json(record("B", "p2"));
+  {
+    std::ofstream out(path_, std::ios::app);
+    out << partial.substr(0, partial.size() / 2);
+  }
+  int repaired = 0;
+  EXPECT_EQ(resume_profile_file(path_, &repaired), (std::set<std::string>{"A"}));
+  EXPECT_EQ(repaired, 2);  // B's complete line and the partial one
+  const std::string text = slurp(path_);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2);
+  EXPECT_EQ(text.back(), '\n');
+  // Appending after the repair gives whole lines again.
+  append_case_records(path_, {record("B", "p1"), record("B", "p2")});
+  EXPECT_EQ(resume_profile_file(path_, &repaired), (std::set<std::string>{"A", "B"}));
+  EXPECT_EQ(repaired, 0);
+}
+
+TEST_F(ProfileFile, BadCompleteLineNamesTheLine) {
+  append_case_records(path_, {record("A", "p1")});
+  {
+    std::ofstream out(path_, std::ios::app);
+    out << "{\"case\": 1}\n";
+  }
+  try {
+    resume_profile_file(path_);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), "--out");
+    EXPECT_NE(e.message().find("line 2"), std::string::npos) << e.message();
+  }
+}
+
+}  // namespace
+}  // namespace tessera
