@@ -245,8 +245,14 @@ PlanTable compile_plan_table(const std::vector<ProfileRecord>& records, const Co
           for (int i = 0; i < static_cast<int>(cases.size()); ++i)
             (fold_of[cases[i].request] == f ? test : train).push_back(i);
           if (train.empty() || test.empty()) continue;
+          // The fold's tree stands in for the final tree grown on all cases: its leaf minimum shrinks with the
+          // training set, so that a split the final tree may make (each side >= min_leaf_cases of all cases)
+          // can be made, and validated, here too.
+          const int fold_min_leaf = std::max(
+              1, static_cast<int>(std::floor(static_cast<double>(options.min_leaf_cases) *
+                                             static_cast<double>(train.size()) / static_cast<double>(cases.size()))));
           PlanTable t;
-          t.trees[key] = grow_tree(key, cases, train, base, depth, options.min_leaf_cases);
+          t.trees[key] = grow_tree(key, cases, train, base, depth, fold_min_leaf);
           for (int i : test) {
             const auto look = t.lookup(key, cases[i].features);
             total += std::log(selected_latency(*look.ranking, cases[i]) / cases[i].best);
