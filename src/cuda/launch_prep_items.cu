@@ -162,7 +162,7 @@ void build_work_items_gpu(const PrepParams& p, ItemBuffers& b, bool persistent, 
   WorkItem* unsorted = sort ? b.items_alt : b.items;
   if (split) {
     write_split_items_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-        p, b.tile_offsets, detail::lookback_state(b.lookback, blocks_for(n)), unsorted, b.merge_offsets,
+        p, b.tile_offsets, detail::lookback_state(b.lookback), unsorted, b.merge_offsets,
         b.merge_targets, b.totals);
   } else {
     write_items_kernel<<<blocks_for(std::max<std::int64_t>(n, 1)), kThreads, 0, stream>>>(

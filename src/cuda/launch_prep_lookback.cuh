@@ -26,8 +26,8 @@ struct LookBackState {
 /// 64-bit words of look-back state for a launch of `ctas` CTAs (statuses + counters).
 constexpr std::int64_t lookback_words(std::int64_t ctas) { return ctas + 1; }
 
-/// Splits a buffer of lookback_words(ctas) 64-bit words into statuses and counters.
-inline LookBackState lookback_state(std::uint64_t* words, std::int64_t ctas) {
+/// Splits a buffer of lookback_words(ctas) 64-bit words into counters (word 0) and statuses.
+inline LookBackState lookback_state(std::uint64_t* words) {
   return {words + 1, reinterpret_cast<std::uint32_t*>(words)};
 }
 

@@ -35,8 +35,8 @@ __device__ __forceinline__ std::int32_t warp_exclusive_scan(std::int32_t v, int 
 
 __device__ __forceinline__ unsigned lanes_below(int lane) { return (1u << lane) - 1u; }
 
-// log2 of c_kv (c_kv in {1, 2, 4, 8}).
-__device__ __forceinline__ int log2_ckv(int c_kv) { return c_kv == 1 ? 0 : c_kv == 2 ? 1 : c_kv == 4 ? 2 : 3; }
+// log2 of a mapping factor in {1, 2, 4, 8} (c_kv, pack).
+__device__ __forceinline__ int log2_factor(int f) { return f == 1 ? 0 : f == 2 ? 1 : f == 4 ? 2 : 3; }
 
 // Bits at the first block of every c_kv-group of a 32-bit word (c_kv a power of two <= 8) that holds an active
 // block.
@@ -62,7 +62,7 @@ struct UnitRules {
   std::int32_t last_extra;   ///< entries of the last unit minus r_kv (<= 0; 0 when packed)
 
   __device__ explicit UnitRules(const PrepParams& p)
-      : c_kv(p.c_kv), log_ckv(log2_ckv(p.c_kv)), pack(p.pack), r_kv(p.r_kv), group_mask((1u << p.c_kv) - 1u),
+      : c_kv(p.c_kv), log_ckv(log2_factor(p.c_kv)), pack(p.pack), r_kv(p.r_kv), group_mask((1u << p.c_kv) - 1u),
         last_unit(row_units(p) - 1), last_extra(p.pack ? 0 : unit_entries(p, row_units(p) - 1) - p.r_kv) {}
 
   /// Entries (span) or units (packed) of the group heads `heads` of the word whose first block is `word_col`.

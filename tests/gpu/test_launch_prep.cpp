@@ -166,9 +166,9 @@ TEST(LaunchPrepGpu, ManyRowsMatchCpuTwinsBitForBit) {
   }
 }
 
-// Kv rows longer than the single-pass builder's shared-memory bitmaps (4 * c_q * ceil(n_kvb / 32) words > 46 KB:
-// n_kvb > 11,776 at c_q = 8, > 23,552 at c_q = 4): the two-pass builder; and the single pass on very long rows at
-// c_q <= 2 (n_kvb 24,600 - 32,600).
+// Kv rows longer than the single-pass builder's shared-memory bitmaps (4 * c_q * ceil(n_kvb / 32) words > 32 KB:
+// n_kvb > 8,192 at c_q = 8, > 16,384 at c_q = 4): the two-pass builder; and the single pass on very long rows at
+// c_q <= 2 (n_kvb 24,600 - 32,600: up to 32,608 bytes of bitmaps at c_q = 2).
 TEST(LaunchPrepGpu, VeryLongRowsMatchCpuTwinsBitForBit) {
   TESSERA_REQUIRE_GPU();
   std::mt19937_64 g(0x1049);
