@@ -205,15 +205,25 @@ __global__ void count_rows_simple_kernel(PrepParams p, const std::int32_t* __res
   counts[r] = n;
 }
 
+// Rows of the run-major reorder held in shared memory (entries, membership, run starts), per warp.
+constexpr int kRunStageEntries = 256;  // entries (and run starts) of a staged row
+constexpr int kRunStageInts = 512;     // kv tiles (span) or gather slots (packed) of a staged row
+
 // Run-major traversal of one row per warp: ascending entries in (kv_in, mem_in, gather_in) -> outputs.
-// runs: scratch, the run starts of the row (at most n).
+// runs_all: scratch, the run starts of the row (at most n). A row of at most kRunStageEntries entries (and
+// kRunStageInts kv / gather ints) is first copied into shared memory with independent coalesced loads, so the run
+// search and the sweeps read shared memory instead of chains of dependent global loads; longer rows work in place.
 __global__ void run_major_kernel(PrepParams p, const std::int32_t* __restrict__ tile_offsets,
-                                                             const std::int32_t* kv_in, const std::uint64_t* mem_in,
-                                                             const std::int32_t* gather_in, std::int32_t* runs_all,
-                                                             std::int32_t* kv_out, std::uint64_t* mem_out,
-                                                             std::int32_t* gather_out) {
+                                 const std::int32_t* __restrict__ kv_in, const std::uint64_t* __restrict__ mem_in,
+                                 const std::int32_t* __restrict__ gather_in, std::int32_t* __restrict__ runs_all,
+                                 std::int32_t* __restrict__ kv_out, std::uint64_t* __restrict__ mem_out,
+                                 std::int32_t* __restrict__ gather_out) {
+  __shared__ std::int32_t stage_ints[kWarps][kRunStageInts];
+  __shared__ std::uint64_t stage_member[kWarps][kRunStageEntries];
+  __shared__ std::int32_t stage_runs[kWarps][kRunStageEntries];
+  const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const std::int32_t row = static_cast<std::int32_t>(blockIdx.x) * kWarps + static_cast<std::int32_t>(threadIdx.x / 32);
+  const std::int32_t row = static_cast<std::int32_t>(blockIdx.x) * kWarps + warp;
   if (row >= static_cast<std::int32_t>(p.tile_rows())) return;  // warp-uniform
   const std::int64_t o = tile_offsets[row];
   const std::int32_t n = tile_offsets[row + 1] - static_cast<std::int32_t>(o);
@@ -226,6 +236,16 @@ __global__ void run_major_kernel(PrepParams p, const std::int32_t* __restrict__ 
   std::uint64_t* mo = p.membership ? mem_out + o : nullptr;
   std::int32_t* go = p.pack ? gather_out + o * g : nullptr;
   std::int32_t* runs = runs_all + o;
+  if (n <= kRunStageEntries && n * (p.pack ? p.pack : 1) <= kRunStageInts) {  // warp-uniform
+    std::int32_t* si = stage_ints[warp];
+    for (std::int32_t e = lane; e < n; e += 32)
+      copy_entry(p, ki, mi, gi, e, si, stage_member[warp], si, e);
+    __syncwarp();
+    ki = p.pack ? nullptr : si;
+    gi = p.pack ? si : nullptr;
+    mi = p.membership ? stage_member[warp] : nullptr;
+    runs = stage_runs[warp];
+  }
   // Run starts, in ascending order.
   std::int32_t n_runs = 0;
   for (std::int32_t base = 0; base < n; base += 32) {
