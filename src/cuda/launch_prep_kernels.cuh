@@ -57,8 +57,6 @@ struct ItemBuffers {
   // persistent order
   std::uint32_t* keys;
   std::uint32_t* keys_alt;
-  std::int32_t* order;
-  std::int32_t* order_alt;
   WorkItem* items_alt;
   void* cub_temp;
   std::size_t cub_temp_bytes;
