@@ -24,7 +24,9 @@ unsigned blocks_for(std::int64_t n) { return static_cast<unsigned>((n + kThreads
 // totals stay below 2^31 (make_prep_params), so the halves never carry into each other.
 constexpr std::uint64_t kUnsplitOne = std::uint64_t{1} << 31;
 
-__device__ __forceinline__ std::int32_t scan_items(std::uint64_t s) { return static_cast<std::int32_t>(s & (kUnsplitOne - 1)); }
+__device__ __forceinline__ std::int32_t scan_items(std::uint64_t s) {
+  return static_cast<std::int32_t>(s & (kUnsplitOne - 1));
+}
 __device__ __forceinline__ std::int32_t scan_ones(std::uint64_t s) { return static_cast<std::int32_t>(s >> 31); }
 
 // Totals: entries, items, partials, merges. `all` is the inclusive prefix over every query tile (split only).

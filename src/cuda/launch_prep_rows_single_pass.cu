@@ -88,7 +88,8 @@ __device__ __forceinline__ int load_row(const PrepParams& p, const std::int32_t*
 // Entries of the row in the bitmap (warp-uniform result).
 __device__ __forceinline__ std::int32_t count_row(const UnitRules& ur, const RowBitmap& r) {
   std::int32_t n = 0;
-  for (std::int32_t w = threadIdx.x % 32; w < r.words; w += 32) n += ur.count(group_heads(r.union_word(w), ur.c_kv), w * 32);
+  for (std::int32_t w = threadIdx.x % 32; w < r.words; w += 32)
+    n += ur.count(group_heads(r.union_word(w), ur.c_kv), w * 32);
   n = warp_sum(n);
   return ur.pack ? (n + ur.pack - 1) / ur.pack : n;
 }
@@ -103,7 +104,8 @@ struct SpanStage {
 // Membership bits of the span unit whose head is bit b of word w: bits qi * 8 + kj of its c_kv blocks.
 __device__ __forceinline__ std::uint64_t span_bits(const UnitRules& ur, const RowBitmap& r, std::int32_t w, int b) {
   std::uint64_t bits = 0;
-  for (int qi = 0; qi < r.nq; ++qi) bits |= static_cast<std::uint64_t>((r.word(qi, w) >> b) & ur.group_mask) << (qi * 8);
+  for (int qi = 0; qi < r.nq; ++qi)
+    bits |= static_cast<std::uint64_t>((r.word(qi, w) >> b) & ur.group_mask) << (qi * 8);
   return bits;
 }
 

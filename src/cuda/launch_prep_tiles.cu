@@ -3,19 +3,20 @@
 // reorder_tile_row) and equals the CPU twins bit for bit; only the method differs. The single-pass builder
 // (launch_prep_rows_single_pass.cu) serves every row whose bitmap fits in shared memory; this file holds the
 // driver, the two-pass builder for longer rows and the run-major reorder:
-//  - Two-pass builder: one warp per tile row. The warp walks the row's kv-block space in windows of 1,024 logical kv blocks
-//    (skipping windows no cursor reaches). For each of the row's c_q logical rows it loads the window's columns
-//    coalesced (32 per step) and sets them in a per-row bitmap in shared memory (32 words per logical row). Lane L
-//    then owns word L of the window: the union of the c_q words gives the active kv units (a unit = c_kv adjacent
-//    blocks; c_kv in {1, 2, 4, 8} divides 32, so a unit never straddles a word), a warp scan of the per-lane counts
-//    gives every unit its entry position, and membership bits are shifts of the c_q words. No serial merge, no
-//    binary search, no 64-bit division.
+//  - Two-pass builder: one warp per tile row. The warp walks the row's kv-block space in windows of 1,024
+//    logical kv blocks (skipping windows no cursor reaches). For each of the row's c_q logical rows it loads the
+//    window's columns coalesced (32 per step) and sets them in a per-row bitmap in shared memory (32 words per
+//    logical row). Lane L then owns word L of the window: the union of the c_q words gives the active kv units (a
+//    unit = c_kv adjacent blocks; c_kv in {1, 2, 4, 8} divides 32, so a unit never straddles a word), a warp scan
+//    of the per-lane counts gives every unit its entry position, and membership bits are shifts of the c_q words.
+//    No serial merge, no binary search, no 64-bit division.
 //  - Counting: when c_q == 1 and c_kv == 1 (Direct, Refined and packed KV) a row's entry count follows from its
 //    mask row length alone (one thread per row); otherwise the bitmap kernel runs in count mode. CUB scans the
 //    counts into the tile-row offsets. Direct KV in another traversal order uses mu(M)'s offsets as they are.
 //  - Traversal: descending is an index permutation inside the write pass; run-major writes ascending entries to
-//    scratch, then one warp per row finds the runs (ballot over 32 entries at a time) and emits them by decreasing
-//    length (one sweep over the run list per distinct length, positions from a ballot prefix).
+//    scratch, then one warp per row (rows of <= 256 entries first copied into shared memory) finds the runs
+//    (ballot over 32 entries at a time) and emits them by decreasing length (one sweep over the run list per
+//    distinct length, positions from a ballot prefix).
 #include <cub/device/device_scan.cuh>
 
 #include <climits>
