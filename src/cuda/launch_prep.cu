@@ -66,22 +66,25 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
   // Direct KV on logical rows in ascending order: the tile rows are mu(M)'s CSR (zero copy).
   const bool zero_copy = p.c_q == 1 && p.c_kv == 1 && p.r_kv == 1 && !p.pack && p.traversal == 0;
 
-  const std::int64_t n = bd.q_tiles;
   grow(out.items, bd.items * static_cast<std::int64_t>(sizeof(WorkItem)));
   grow(out.merge_offsets, (bd.merges + 1) * 4);
   grow(out.merge_targets, bd.merges * static_cast<std::int64_t>(sizeof(WorkItem)));
   grow(out.totals, 4 * 4);
-  if (p.split > 1) grow(out.scan_items, (n + 1) * 8);
   if (plan.org.persistent) {
     grow(out.keys, bd.items * 4);
     grow(out.keys_alt, bd.items * 4);
-    grow(out.order, bd.items * 4);
-    grow(out.order_alt, bd.items * 4);
     grow(out.items_alt, bd.items * static_cast<std::int64_t>(sizeof(WorkItem)));
   }
-  std::size_t cub_bytes = prep::work_items_cub_temp_bytes(n, plan.org.persistent ? bd.items : 0);
-  if (!zero_copy) cub_bytes = std::max(cub_bytes, prep::tile_rows_cub_temp_bytes(bd.tile_rows));
+  std::size_t cub_bytes = prep::work_items_cub_temp_bytes(plan.org.persistent ? bd.items : 0);
+  if (!zero_copy && !prep::tile_rows_single_pass_fits(p))  // the two-pass builder scans the row counts
+    cub_bytes = std::max(cub_bytes, prep::tile_rows_cub_temp_bytes(bd.tile_rows));
   grow(out.cub_temp, static_cast<std::int64_t>(cub_bytes));
+  std::int64_t lookback_words = prep::work_items_lookback_words(p);
+  if (!zero_copy) lookback_words = std::max(lookback_words, prep::tile_rows_lookback_words(p));
+  const std::size_t lookback_before = out.lookback.bytes();
+  grow(out.lookback, lookback_words * 8);
+  if (out.lookback.bytes() != lookback_before)
+    TESSERA_CUDA_CHECK(cudaMemsetAsync(out.lookback.data(), 0, out.lookback.bytes(), s));
 
   if (zero_copy) {
     out.row_offsets_ptr = mask_rows;
@@ -100,17 +103,17 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
     prep::TileRowBuffers tb{out.tile_row_offsets.as<std::int32_t>(), out.kv_tile.as<std::int32_t>(),
                             out.member.as<std::uint64_t>(), out.gather_blocks.as<std::int32_t>(),
                             out.tmp_kv.as<std::int32_t>(), out.tmp_member.as<std::uint64_t>(),
-                            out.tmp_gather.as<std::int32_t>(), out.runs.as<std::int32_t>(), out.cub_temp.data(),
-                            out.cub_temp.bytes()};
+                            out.tmp_gather.as<std::int32_t>(), out.runs.as<std::int32_t>(),
+                            out.lookback.as<std::uint64_t>(), out.cub_temp.data(), out.cub_temp.bytes()};
     prep::build_tile_rows_gpu(p, mask_rows, mask_cols, tb, s);
     out.row_offsets_ptr = prep::tile_offsets_are_mask_offsets(p) ? mask_rows
                                                                   : out.tile_row_offsets.as<const std::int32_t>();
     out.kv_tile_ptr = p.pack ? nullptr : out.kv_tile.as<const std::int32_t>();
   }
   prep::ItemBuffers ib{out.row_offsets_ptr, out.items.as<WorkItem>(), out.merge_offsets.as<std::int32_t>(),
-                       out.merge_targets.as<WorkItem>(), out.scan_items.as<std::uint64_t>(),
-                       out.keys.as<std::uint32_t>(), out.keys_alt.as<std::uint32_t>(), out.order.as<std::int32_t>(),
-                       out.order_alt.as<std::int32_t>(), out.items_alt.as<WorkItem>(), out.cub_temp.data(),
+                       out.merge_targets.as<WorkItem>(), out.lookback.as<std::uint64_t>(),
+                       out.keys.as<std::uint32_t>(), out.keys_alt.as<std::uint32_t>(),
+                       out.items_alt.as<WorkItem>(), out.cub_temp.data(),
                        out.cub_temp.bytes(), out.totals.as<std::int32_t>()};
   prep::build_work_items_gpu(p, ib, plan.org.persistent, bd.items, s);
 }

@@ -17,10 +17,11 @@ struct DeviceTileMetadata {
   // Metadata arrays (see TileMetadataView). For a plan that needs no tile-row building (c_q == 1, Direct KV,
   // ascending traversal) tile_row_offsets / kv_tile point into the mask state itself: zero copy.
   DeviceBuffer tile_row_offsets, kv_tile, member, gather_blocks, items, merge_offsets, merge_targets;
-  // Scratch: per-query-tile scans, run-major reorder copies and run starts, persistent sort keys, CUB temporary
-  // storage, totals. (scan_slots and scan_merge are no longer used: one 64-bit scan in scan_items serves all three.)
-  DeviceBuffer scan_items, scan_slots, scan_merge, tmp_kv, tmp_member, tmp_gather, keys, keys_alt, order,
-      order_alt, items_alt, cub_temp, totals, runs;
+  // Scratch: run-major reorder copies and run starts, persistent sort keys, CUB temporary storage, totals.
+  DeviceBuffer tmp_kv, tmp_member, tmp_gather, keys, keys_alt, items_alt, cub_temp, totals, runs;
+  // Decoupled look-back state of the single-pass builders (statuses + counters): zeroed when allocated, and every
+  // builder launch leaves it zero again.
+  DeviceBuffer lookback;
   const std::int32_t* row_offsets_ptr = nullptr;  ///< tile_row_offsets actually used (own buffer or the mask's)
   const std::int32_t* kv_tile_ptr = nullptr;      ///< kv_tile actually used (own buffer, the mask's, or null)
   std::int64_t n_entries = 0;

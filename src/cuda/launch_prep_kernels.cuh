@@ -19,6 +19,7 @@ struct TileRowBuffers {
   std::uint64_t* tmp_member;
   std::int32_t* tmp_gather;
   std::int32_t* runs;
+  std::uint64_t* lookback;     ///< [tile_rows_lookback_words(p)], zero between launches (single-pass builder)
   void* cub_temp;
   std::size_t cub_temp_bytes;
 };
@@ -27,7 +28,21 @@ struct TileRowBuffers {
 /// and the work items use the mask's offsets, and tile_offsets is not written.
 bool tile_offsets_are_mask_offsets(const PrepParams& p);
 
-/// Counts, scans and fills the tile rows (then applies the traversal order). launch_prep_tiles.cu.
+/// Look-back state words (launch_prep_lookback.cuh) of the single-pass tile-row builder.
+std::int64_t tile_rows_lookback_words(const PrepParams& p);
+
+/// Whether the single-pass builder serves plan `p` (a CTA's row bitmaps fit in shared memory).
+bool tile_rows_single_pass_fits(const PrepParams& p);
+
+/// Single-pass tile-row builder (launch_prep_rows_single_pass.cu): writes the rows' entries in ascending or
+/// descending traversal order and, unless tile_offsets_are_mask_offsets(p), tile_offsets. Returns false without
+/// launching anything when a CTA's row bitmaps would not fit in shared memory (very long kv rows).
+bool build_tile_rows_single_pass(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
+                                 std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
+                                 std::uint64_t* member, std::int32_t* gather, cudaStream_t stream);
+
+/// Builds the tile rows (single pass, else count + scan + fill), then applies the traversal order.
+/// launch_prep_tiles.cu.
 void build_tile_rows_gpu(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                          TileRowBuffers& b, cudaStream_t stream);
 std::size_t tile_rows_cub_temp_bytes(std::int64_t rows);
@@ -38,12 +53,10 @@ struct ItemBuffers {
   WorkItem* items;          ///< [items bound]
   std::int32_t* merge_offsets;  ///< [q_tiles + 1]
   WorkItem* merge_targets;  ///< [q_tiles]
-  std::uint64_t* scan;      ///< [q_tiles + 1] split-KV: items (low 32 bits) and unsplit tiles (high 32 bits)
+  std::uint64_t* lookback;  ///< [work_items_lookback_words(p)], zero between launches (split-KV single pass)
   // persistent order
   std::uint32_t* keys;
   std::uint32_t* keys_alt;
-  std::int32_t* order;
-  std::int32_t* order_alt;
   WorkItem* items_alt;
   void* cub_temp;
   std::size_t cub_temp_bytes;
@@ -55,6 +68,9 @@ struct ItemBuffers {
 /// read on the device).
 void build_work_items_gpu(const PrepParams& p, ItemBuffers& b, bool persistent, std::int64_t items_bound,
                           cudaStream_t stream);
-std::size_t work_items_cub_temp_bytes(std::int64_t q_tiles, std::int64_t items_bound);
+/// CUB temporary bytes of the persistent sort of `items_bound` items (0: no sort).
+std::size_t work_items_cub_temp_bytes(std::int64_t items_bound);
+/// Look-back state words (launch_prep_lookback.cuh) of the split-KV item builder (0 when unsplit).
+std::int64_t work_items_lookback_words(const PrepParams& p);
 
 }  // namespace tessera::prep

@@ -1,19 +1,22 @@
 // GPU tile-row builders: refined tile lists, coarsened tile lists with membership bitmasks, packed KV index
 // lists, and the traversal order. Output is defined by core/launch_prep_rules.hpp (build_tile_row,
-// reorder_tile_row) and equals the CPU twins bit for bit; only the method differs:
-//  - One warp per tile row. The warp walks the row's kv-block space in windows of 1,024 logical kv blocks
-//    (skipping windows no cursor reaches). For each of the row's c_q logical rows it loads the window's columns
-//    coalesced (32 per step) and sets them in a per-row bitmap in shared memory (32 words per logical row). Lane L
-//    then owns word L of the window: the union of the c_q words gives the active kv units (a unit = c_kv adjacent
-//    blocks; c_kv in {1, 2, 4, 8} divides 32, so a unit never straddles a word), a warp scan of the per-lane counts
-//    gives every unit its entry position, and membership bits are shifts of the c_q words. No serial merge, no
-//    binary search, no 64-bit division.
+// reorder_tile_row) and equals the CPU twins bit for bit; only the method differs. The single-pass builder
+// (launch_prep_rows_single_pass.cu) serves every row whose bitmap fits in shared memory; this file holds the
+// driver, the two-pass builder for longer rows and the run-major reorder:
+//  - Two-pass builder: one warp per tile row. The warp walks the row's kv-block space in windows of 1,024
+//    logical kv blocks (skipping windows no cursor reaches). For each of the row's c_q logical rows it loads the
+//    window's columns coalesced (32 per step) and sets them in a per-row bitmap in shared memory (32 words per
+//    logical row). Lane L then owns word L of the window: the union of the c_q words gives the active kv units (a
+//    unit = c_kv adjacent blocks; c_kv in {1, 2, 4, 8} divides 32, so a unit never straddles a word), a warp scan
+//    of the per-lane counts gives every unit its entry position, and membership bits are shifts of the c_q words.
+//    No serial merge, no binary search, no 64-bit division.
 //  - Counting: when c_q == 1 and c_kv == 1 (Direct, Refined and packed KV) a row's entry count follows from its
 //    mask row length alone (one thread per row); otherwise the bitmap kernel runs in count mode. CUB scans the
 //    counts into the tile-row offsets. Direct KV in another traversal order uses mu(M)'s offsets as they are.
 //  - Traversal: descending is an index permutation inside the write pass; run-major writes ascending entries to
-//    scratch, then one warp per row finds the runs (ballot over 32 entries at a time) and emits them by decreasing
-//    length (one sweep over the run list per distinct length, positions from a ballot prefix).
+//    scratch, then one warp per row (rows of <= 256 entries first copied into shared memory) finds the runs
+//    (ballot over 32 entries at a time) and emits them by decreasing length (one sweep over the run list per
+//    distinct length, positions from a ballot prefix).
 #include <cub/device/device_scan.cuh>
 
 #include <climits>
@@ -21,56 +24,18 @@
 #include "core/launch_prep_rules.hpp"
 #include "cuda/check.cuh"
 #include "cuda/launch_prep_kernels.cuh"
+#include "cuda/launch_prep_warp.cuh"
 
 namespace tessera::prep {
 
 namespace {
 
+using namespace detail;
+
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kWinWords = 32;
 constexpr int kWinCols = kWinWords * 32;
-constexpr unsigned kFull = 0xffffffffu;
-
-__device__ __forceinline__ std::int32_t warp_sum(std::int32_t v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-  return v;
-}
-
-__device__ __forceinline__ std::int32_t warp_min(std::int32_t v) {
-  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(kFull, v, o));
-  return v;
-}
-
-__device__ __forceinline__ std::int32_t warp_max(std::int32_t v) {
-  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(kFull, v, o));
-  return v;
-}
-
-__device__ __forceinline__ std::int32_t warp_exclusive_scan(std::int32_t v, int lane) {
-  std::int32_t x = v;
-  for (int o = 1; o < 32; o <<= 1) {
-    const std::int32_t y = __shfl_up_sync(kFull, x, o);
-    if (lane >= o) x += y;
-  }
-  return x - v;
-}
-
-__device__ __forceinline__ unsigned lanes_below(int lane) { return (1u << lane) - 1u; }
-
-// Bits at the first block of every c_kv-group of a 32-bit word (c_kv a power of two <= 8).
-__device__ __forceinline__ std::uint32_t group_heads(std::uint32_t u, int c_kv) {
-  std::uint32_t g = u;
-  for (int s = 1; s < c_kv; s <<= 1) g |= g >> s;
-  const std::uint32_t heads = c_kv == 1 ? 0xffffffffu : c_kv == 2 ? 0x55555555u : c_kv == 4 ? 0x11111111u : 0x01010101u;
-  return g & heads;
-}
-
-// Entries of unit u on a span form: r_kv, fewer for the ragged last unit (rules: tile u*r + j < kv_tiles).
-__device__ __forceinline__ std::int32_t unit_entries(const PrepParams& p, std::int32_t u) {
-  const std::int64_t left = p.kv_tiles - static_cast<std::int64_t>(u) * p.r_kv;
-  return left < p.r_kv ? static_cast<std::int32_t>(left) : p.r_kv;
-}
 
 // One warp per tile row. kWrite = false: counts[row] = entries (counts[rows] = 0 for the scan). kWrite = true:
 // writes the row at tile_offsets[row] in ascending (traversal 0 or 2, the latter into scratch) or descending order.
@@ -104,13 +69,12 @@ __global__ void __launch_bounds__(kThreads) tile_rows_kernel(PrepParams p, const
     cur = row_offsets[lr];
     end = row_offsets[lr + 1];
   }
-  const int c_kv = p.c_kv;
-  const int log_ckv = c_kv == 1 ? 0 : c_kv == 2 ? 1 : c_kv == 4 ? 2 : 3;
-  const std::uint32_t group_mask = (1u << c_kv) - 1u;
-  const int pack = p.pack;
-  const int r_kv = p.r_kv;
-  const std::int32_t last_unit = row_units(p) - 1;
-  const std::int32_t last_extra = pack ? 0 : unit_entries(p, last_unit) - r_kv;  // <= 0
+  const UnitRules ur(p);
+  const int c_kv = ur.c_kv;
+  const int log_ckv = ur.log_ckv;
+  const std::uint32_t group_mask = ur.group_mask;
+  const int pack = ur.pack;
+  const int r_kv = ur.r_kv;
   std::int64_t o = 0;
   std::int32_t n_row = 0;
   if (kWrite) {
@@ -154,14 +118,7 @@ __global__ void __launch_bounds__(kThreads) tile_rows_kernel(PrepParams p, const
     __syncwarp();  // the bitmap is cleared for the next window only after every lane read it
     const std::uint32_t heads = group_heads(u, c_kv);
     const std::int32_t word_col = win + lane * 32;
-    std::int32_t count = __popc(heads);
-    if (!pack) {
-      count *= r_kv;
-      if (last_extra != 0) {
-        const std::int32_t lb = (last_unit << log_ckv) - word_col;  // bit of the last unit's head in this word
-        if (lb >= 0 && lb < 32 && ((heads >> lb) & 1u)) count += last_extra;
-      }
-    }
+    const std::int32_t count = ur.count(heads, word_col);
     const std::int32_t base = done + warp_exclusive_scan(count, lane);
     done += warp_sum(count);
     if (kWrite) {
@@ -179,7 +136,7 @@ __global__ void __launch_bounds__(kThreads) tile_rows_kernel(PrepParams p, const
 #pragma unroll
           for (int qi = 0; qi < kMaxMappingFactor; ++qi)
             bits |= static_cast<std::uint64_t>((m[qi] >> b) & group_mask) << (qi * 8);
-          const std::int32_t ne = unit == last_unit ? r_kv + last_extra : r_kv;
+          const std::int32_t ne = ur.entries(unit);
           for (std::int32_t j = 0; j < ne; ++j, ++k) {
             const std::int64_t d = o + (desc ? n_row - 1 - k : k);
             kv_tile[d] = unit * r_kv + j;
@@ -249,15 +206,25 @@ __global__ void count_rows_simple_kernel(PrepParams p, const std::int32_t* __res
   counts[r] = n;
 }
 
+// Rows of the run-major reorder held in shared memory (entries, membership, run starts), per warp.
+constexpr int kRunStageEntries = 256;  // entries (and run starts) of a staged row
+constexpr int kRunStageInts = 512;     // kv tiles (span) or gather slots (packed) of a staged row
+
 // Run-major traversal of one row per warp: ascending entries in (kv_in, mem_in, gather_in) -> outputs.
-// runs: scratch, the run starts of the row (at most n).
+// runs_all: scratch, the run starts of the row (at most n). A row of at most kRunStageEntries entries (and
+// kRunStageInts kv / gather ints) is first copied into shared memory with independent coalesced loads, so the run
+// search and the sweeps read shared memory instead of chains of dependent global loads; longer rows work in place.
 __global__ void run_major_kernel(PrepParams p, const std::int32_t* __restrict__ tile_offsets,
-                                                             const std::int32_t* kv_in, const std::uint64_t* mem_in,
-                                                             const std::int32_t* gather_in, std::int32_t* runs_all,
-                                                             std::int32_t* kv_out, std::uint64_t* mem_out,
-                                                             std::int32_t* gather_out) {
+                                 const std::int32_t* __restrict__ kv_in, const std::uint64_t* __restrict__ mem_in,
+                                 const std::int32_t* __restrict__ gather_in, std::int32_t* __restrict__ runs_all,
+                                 std::int32_t* __restrict__ kv_out, std::uint64_t* __restrict__ mem_out,
+                                 std::int32_t* __restrict__ gather_out) {
+  __shared__ std::int32_t stage_ints[kWarps][kRunStageInts];
+  __shared__ std::uint64_t stage_member[kWarps][kRunStageEntries];
+  __shared__ std::int32_t stage_runs[kWarps][kRunStageEntries];
+  const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const std::int32_t row = static_cast<std::int32_t>(blockIdx.x) * kWarps + static_cast<std::int32_t>(threadIdx.x / 32);
+  const std::int32_t row = static_cast<std::int32_t>(blockIdx.x) * kWarps + warp;
   if (row >= static_cast<std::int32_t>(p.tile_rows())) return;  // warp-uniform
   const std::int64_t o = tile_offsets[row];
   const std::int32_t n = tile_offsets[row + 1] - static_cast<std::int32_t>(o);
@@ -270,6 +237,16 @@ __global__ void run_major_kernel(PrepParams p, const std::int32_t* __restrict__ 
   std::uint64_t* mo = p.membership ? mem_out + o : nullptr;
   std::int32_t* go = p.pack ? gather_out + o * g : nullptr;
   std::int32_t* runs = runs_all + o;
+  if (n <= kRunStageEntries && n * (p.pack ? p.pack : 1) <= kRunStageInts) {  // warp-uniform
+    std::int32_t* si = stage_ints[warp];
+    for (std::int32_t e = lane; e < n; e += 32)
+      copy_entry(p, ki, mi, gi, e, si, stage_member[warp], si, e);
+    __syncwarp();
+    ki = p.pack ? nullptr : si;
+    gi = p.pack ? si : nullptr;
+    mi = p.membership ? stage_member[warp] : nullptr;
+    runs = stage_runs[warp];
+  }
   // Run starts, in ascending order.
   std::int32_t n_runs = 0;
   for (std::int32_t base = 0; base < n; base += 32) {
@@ -328,27 +305,37 @@ bool tile_offsets_are_mask_offsets(const PrepParams& p) {
 void build_tile_rows_gpu(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                          TileRowBuffers& b, cudaStream_t stream) {
   const std::int64_t rows = p.tile_rows();
-  const std::int32_t* offsets = b.tile_offsets;
-  if (tile_offsets_are_mask_offsets(p)) {
-    offsets = row_offsets;  // Direct KV: tile rows are the logical rows, entries are the columns
-  } else {
-    if (p.c_q == 1 && p.c_kv == 1) {
-      count_rows_simple_kernel<<<blocks_for(rows + 1), kThreads, 0, stream>>>(p, row_offsets, cols, b.tile_offsets);
-    } else {
-      tile_rows_kernel<false><<<row_blocks(rows + 1), kThreads, 0, stream>>>(p, row_offsets, cols, b.tile_offsets,
-                                                                           nullptr, nullptr, nullptr, 0);
-    }
-    TESSERA_CUDA_CHECK_LAUNCH();
-    std::size_t temp = b.cub_temp_bytes;
-    TESSERA_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(b.cub_temp, temp, b.tile_offsets, b.tile_offsets,
-                                                     static_cast<int>(rows + 1), stream));
+  const bool mask_offsets = tile_offsets_are_mask_offsets(p);
+  // Direct KV: tile rows are the logical rows, entries are the columns, offsets are mu(M)'s.
+  const std::int32_t* offsets = mask_offsets ? row_offsets : b.tile_offsets;
+  const bool run_major = p.traversal == 2;  // ascending rows into scratch, then the reorder
+  std::int32_t* kv_out = run_major ? b.tmp_kv : b.kv_tile;
+  std::uint64_t* member_out = run_major ? b.tmp_member : b.member;
+  std::int32_t* gather_out = run_major ? b.tmp_gather : b.gather;
+  if (rows == 0) {
+    if (!mask_offsets) TESSERA_CUDA_CHECK(cudaMemsetAsync(b.tile_offsets, 0, sizeof(std::int32_t), stream));
+    return;
   }
-  if (rows == 0) return;
-  const bool run_major = p.traversal == 2;
-  tile_rows_kernel<true><<<row_blocks(rows), kThreads, 0, stream>>>(
-      p, row_offsets, cols, const_cast<std::int32_t*>(offsets), run_major ? b.tmp_kv : b.kv_tile,
-      run_major ? b.tmp_member : b.member, run_major ? b.tmp_gather : b.gather, p.traversal == 1 ? 1 : 0);
-  TESSERA_CUDA_CHECK_LAUNCH();
+  if (!build_tile_rows_single_pass(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out,
+                                   gather_out, stream)) {
+    if (!mask_offsets) {
+      if (p.c_q == 1 && p.c_kv == 1) {
+        count_rows_simple_kernel<<<blocks_for(rows + 1), kThreads, 0, stream>>>(p, row_offsets, cols,
+                                                                               b.tile_offsets);
+      } else {
+        tile_rows_kernel<false><<<row_blocks(rows + 1), kThreads, 0, stream>>>(p, row_offsets, cols, b.tile_offsets,
+                                                                             nullptr, nullptr, nullptr, 0);
+      }
+      TESSERA_CUDA_CHECK_LAUNCH();
+      std::size_t temp = b.cub_temp_bytes;
+      TESSERA_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(b.cub_temp, temp, b.tile_offsets, b.tile_offsets,
+                                                       static_cast<int>(rows + 1), stream));
+    }
+    tile_rows_kernel<true><<<row_blocks(rows), kThreads, 0, stream>>>(
+        p, row_offsets, cols, const_cast<std::int32_t*>(offsets), kv_out, member_out, gather_out,
+        p.traversal == 1 ? 1 : 0);
+    TESSERA_CUDA_CHECK_LAUNCH();
+  }
   if (run_major) {
     run_major_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(p, offsets, b.tmp_kv, b.tmp_member, b.tmp_gather,
                                                                 b.runs, b.kv_tile, b.member, b.gather);

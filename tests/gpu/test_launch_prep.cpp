@@ -43,6 +43,46 @@ DimMapping random_mapping(std::mt19937_64& g, bool kv, int& block) {
   }
 }
 
+// Random plan organization: group, persistent, traversal, split.
+void random_org(std::mt19937_64& g, Plan& plan) {
+  plan.org.group = 1 + static_cast<int>(g() % 4);
+  plan.org.persistent = g() % 3 == 0;
+  plan.org.traversal = static_cast<Traversal>(g() % 3);
+  plan.org.split = 1 << (g() % 5);
+}
+
+// Random plan: q and kv mappings (with their block sizes) and organization.
+Plan random_plan(std::mt19937_64& g) {
+  Plan plan;
+  plan.head_dim = 64;
+  plan.q = random_mapping(g, false, plan.block_q);
+  plan.kv = random_mapping(g, true, plan.block_kv);
+  random_org(g, plan);
+  return plan;
+}
+
+// Random problem: B <= 2, H_kv <= 2, H_q <= 3 H_kv, N_q in [n_q_min, n_q_min + n_q_span), N_kv in [1, n_kv_span].
+PrepProblem random_problem(std::mt19937_64& g, std::int64_t n_q_min, std::int64_t n_q_span, std::int64_t n_kv_span) {
+  PrepProblem pr;
+  pr.batch = 1 + static_cast<std::int64_t>(g() % 2);
+  pr.heads_kv = 1 + static_cast<std::int64_t>(g() % 2);
+  pr.heads_q = pr.heads_kv * (1 + static_cast<std::int64_t>(g() % 3));
+  pr.n_q = n_q_min + static_cast<std::int64_t>(g() % n_q_span);
+  pr.n_kv = 1 + static_cast<std::int64_t>(g() % n_kv_span);
+  pr.head_dim = 64;
+  return pr;
+}
+
+// Prepares `plan` for mask `dm` on the CPU and on the GPU (into `dev`); the first difference, "" when identical.
+std::string gpu_vs_cpu(const Plan& plan, const plan_testing::DenseBlockMask& dm, const PrepProblem& pr,
+                       DeviceTileMetadata& dev) {
+  const HostMaskState ms = plan_testing::host_mask_state(dm);
+  const HostTileMetadata cpu = prepare_plan_cpu(plan, ms, pr);
+  const DeviceMaskState dms = upload_mask_state(ms, nullptr);
+  prepare_plan_gpu(plan, dms, pr, nullptr, dev);
+  return first_difference(download_tile_metadata(dev, nullptr), cpu);
+}
+
 TEST(LaunchPrepGpu, MatchesCpuTwinsBitForBitOnRandomMasks) {
   TESSERA_REQUIRE_GPU();
   std::mt19937_64 g(0x7e55e7a);
@@ -50,21 +90,8 @@ TEST(LaunchPrepGpu, MatchesCpuTwinsBitForBitOnRandomMasks) {
   const double densities[] = {0.0, 0.02, 0.1, 0.3, 0.6, 1.0};
   int checked = 0;
   for (int iter = 0; iter < 1200; ++iter) {
-    Plan plan;
-    plan.head_dim = 64;
-    plan.q = random_mapping(g, false, plan.block_q);
-    plan.kv = random_mapping(g, true, plan.block_kv);
-    plan.org.group = 1 + static_cast<int>(g() % 4);
-    plan.org.persistent = g() % 3 == 0;
-    plan.org.traversal = static_cast<Traversal>(g() % 3);
-    plan.org.split = 1 << (g() % 5);
-    PrepProblem pr;
-    pr.batch = 1 + static_cast<std::int64_t>(g() % 2);
-    pr.heads_kv = 1 + static_cast<std::int64_t>(g() % 2);
-    pr.heads_q = pr.heads_kv * (1 + static_cast<std::int64_t>(g() % 3));
-    pr.n_q = 1 + static_cast<std::int64_t>(g() % 700);
-    pr.n_kv = 1 + static_cast<std::int64_t>(g() % 900);
-    pr.head_dim = 64;
+    const Plan plan = random_plan(g);
+    const PrepProblem pr = random_problem(g, 1, 700, 900);
     const std::int64_t bm = g() % 2 ? pr.batch : 1, hm = g() % 2 ? pr.heads_q : 1;
     const auto dm = plan_testing::random_mask(bm, hm, num_blocks(pr.n_q, plan.block_q), num_blocks(pr.n_kv, plan.block_kv),
                                          densities[g() % std::size(densities)], g());
@@ -91,14 +118,7 @@ TEST(LaunchPrepGpu, LongRowsMatchCpuTwinsBitForBit) {
   const double densities[] = {0.0005, 0.003, 0.05, 0.4, 1.0};
   DeviceTileMetadata reused;
   for (int iter = 0; iter < 120; ++iter) {
-    Plan plan;
-    plan.head_dim = 64;
-    plan.q = random_mapping(g, false, plan.block_q);
-    plan.kv = random_mapping(g, true, plan.block_kv);
-    plan.org.group = 1 + static_cast<int>(g() % 4);
-    plan.org.persistent = g() % 3 == 0;
-    plan.org.traversal = static_cast<Traversal>(g() % 3);
-    plan.org.split = 1 << (g() % 5);
+    const Plan plan = random_plan(g);
     PrepProblem pr;
     pr.batch = 1 + static_cast<std::int64_t>(g() % 2);
     pr.heads_kv = 1;
@@ -110,12 +130,70 @@ TEST(LaunchPrepGpu, LongRowsMatchCpuTwinsBitForBit) {
     const auto dm = plan_testing::random_mask(bm, hm, num_blocks(pr.n_q, plan.block_q),
                                               num_blocks(pr.n_kv, plan.block_kv),
                                               densities[g() % std::size(densities)], g());
-    const HostMaskState ms = plan_testing::host_mask_state(dm);
     SCOPED_TRACE("iter " + std::to_string(iter) + " plan " + plan_id(plan));
-    const HostTileMetadata cpu = prepare_plan_cpu(plan, ms, pr);
-    const DeviceMaskState dms = upload_mask_state(ms, nullptr);
-    prepare_plan_gpu(plan, dms, pr, nullptr, reused);
-    ASSERT_EQ(first_difference(download_tile_metadata(reused, nullptr), cpu), "");
+    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused), "");
+  }
+}
+
+// Each logical row gets its own density (empty, sparse, dense or full rows side by side).
+plan_testing::DenseBlockMask mixed_rows_mask(std::int64_t b, std::int64_t h, std::int64_t q, std::int64_t k,
+                                             std::mt19937_64& g) {
+  plan_testing::DenseBlockMask m(b, h, q, k);
+  const double densities[] = {0.0, 0.0, 0.01, 0.1, 0.5, 1.0};
+  for (std::int64_t bi = 0; bi < b; ++bi)
+    for (std::int64_t hi = 0; hi < h; ++hi)
+      for (std::int64_t qi = 0; qi < q; ++qi) {
+        std::bernoulli_distribution d(densities[g() % std::size(densities)]);
+        for (std::int64_t ki = 0; ki < k; ++ki) m.at(bi, hi, qi, ki) = d(g) ? 1 : 0;
+      }
+  return m;
+}
+
+// Many tile rows and query tiles: the single-pass builders' decoupled look-back spans hundreds to thousands of
+// CTAs (several 32-CTA look-back windows, CTAs whose rows are all empty, the last CTA partly filled), and the
+// object is reused across sizes (the look-back state must be left zero by every launch).
+TEST(LaunchPrepGpu, ManyRowsMatchCpuTwinsBitForBit) {
+  TESSERA_REQUIRE_GPU();
+  std::mt19937_64 g(0x5ca7);
+  DeviceTileMetadata reused;
+  for (int iter = 0; iter < 60; ++iter) {
+    const Plan plan = random_plan(g);
+    const PrepProblem pr = random_problem(g, 2000, 60000, 1500);
+    const std::int64_t bm = g() % 2 ? pr.batch : 1, hm = g() % 2 ? pr.heads_q : 1;
+    const auto dm = mixed_rows_mask(bm, hm, num_blocks(pr.n_q, plan.block_q), num_blocks(pr.n_kv, plan.block_kv), g);
+    SCOPED_TRACE("iter " + std::to_string(iter) + " plan " + plan_id(plan));
+    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused), "");
+  }
+}
+
+// Kv rows longer than the single-pass builder's shared-memory bitmaps (4 * c_q * ceil(n_kvb / 32) words > 32 KB:
+// n_kvb > 8,192 at c_q = 8, > 16,384 at c_q = 4): the two-pass builder; and the single pass on very long rows at
+// c_q <= 2 (n_kvb 24,600 - 32,600: up to 32,608 bytes of bitmaps at c_q = 2).
+TEST(LaunchPrepGpu, VeryLongRowsMatchCpuTwinsBitForBit) {
+  TESSERA_REQUIRE_GPU();
+  std::mt19937_64 g(0x1049);
+  const double densities[] = {0.0003, 0.002, 0.02};
+  DeviceTileMetadata reused;
+  for (int iter = 0; iter < 24; ++iter) {
+    Plan plan;
+    plan.head_dim = 64;
+    const int c_q = 1 << (iter % 4);  // 1, 2, 4, 8
+    plan.block_q = 16;
+    plan.q = c_q == 1 ? DimMapping{MappingKind::kDirect, 1} : DimMapping{MappingKind::kCoarsen, c_q};
+    plan.kv = random_mapping(g, true, plan.block_kv);
+    random_org(g, plan);
+    PrepProblem pr;
+    pr.batch = 1;
+    pr.heads_kv = 1;
+    pr.heads_q = 1 + static_cast<std::int64_t>(g() % 2);
+    pr.n_q = 1 + static_cast<std::int64_t>(g() % 400);
+    pr.n_kv = static_cast<std::int64_t>(plan.block_kv) * (24600 + static_cast<std::int64_t>(g() % 8000));
+    pr.head_dim = 64;
+    const auto dm = plan_testing::random_mask(1, pr.heads_q, num_blocks(pr.n_q, plan.block_q),
+                                              num_blocks(pr.n_kv, plan.block_kv),
+                                              densities[g() % std::size(densities)], g());
+    SCOPED_TRACE("iter " + std::to_string(iter) + " plan " + plan_id(plan));
+    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused), "");
   }
 }
 

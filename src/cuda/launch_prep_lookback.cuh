@@ -1,0 +1,100 @@
+#pragma once
+// Single-pass prefix sum over the CTAs of one launch (decoupled look-back), for the launch-preparation builders
+// that produce a per-CTA count and must write at the exclusive prefix of the counts of all earlier CTAs in the
+// same pass (tile-row entries, split-KV work items). Device code only.
+//
+// State: one 64-bit status word per CTA and two counters (ticket, done), all zero before the launch. A CTA takes a
+// ticket (its position in the prefix order: earlier tickets belong to CTAs already running, so waiting on them
+// cannot deadlock), publishes its aggregate, and one warp reads the statuses of the 32 preceding tickets at a time
+// until it meets an inclusive prefix. The last CTA to finish clears the state again, so every launch leaves it zero
+// (allocation clears it once; no reset launch; safe to capture in a CUDA graph).
+// Status word: flag in bits 62-63 (0 = not yet published, 1 = aggregate, 2 = inclusive prefix), value in bits
+// 0-61. Values are sums of non-negative counts whose total stays below 2^62 (callers' totals fit int32 fields).
+#include <cuda/atomic>
+
+#include <cstdint>
+
+#include "cuda/launch_prep_warp.cuh"
+
+namespace tessera::prep::detail {
+
+struct LookBackState {
+  std::uint64_t* status;    ///< [CTAs of the launch]
+  std::uint32_t* counters;  ///< [2]: ticket, done
+};
+
+/// 64-bit words of look-back state for a launch of `ctas` CTAs (statuses + counters).
+constexpr std::int64_t lookback_words(std::int64_t ctas) { return ctas + 1; }
+
+/// Splits a buffer of lookback_words(ctas) 64-bit words into counters (word 0) and statuses.
+inline LookBackState lookback_state(std::uint64_t* words) {
+  return {words + 1, reinterpret_cast<std::uint32_t*>(words)};
+}
+
+inline constexpr std::uint64_t kLbAggregate = std::uint64_t{1} << 62;
+inline constexpr std::uint64_t kLbInclusive = std::uint64_t{2} << 62;
+inline constexpr std::uint64_t kLbValue = (std::uint64_t{1} << 62) - 1;
+
+__device__ __forceinline__ void lb_store(std::uint64_t* w, std::uint64_t v) {
+  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device>(*w).store(v, cuda::memory_order_relaxed);
+}
+
+__device__ __forceinline__ std::uint64_t lb_load(std::uint64_t* w) {
+  return cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device>(*w).load(cuda::memory_order_relaxed);
+}
+
+__device__ __forceinline__ std::uint64_t warp_sum_u64(std::uint64_t v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  return v;
+}
+
+/// All threads of the CTA: the CTA's ticket (0, 1, ... in the order CTAs start). `slot` is a shared int.
+__device__ __forceinline__ std::int32_t lookback_ticket(const LookBackState& s, std::int32_t& slot) {
+  if (threadIdx.x == 0) slot = static_cast<std::int32_t>(atomicAdd(s.counters, 1u));
+  __syncthreads();
+  return slot;
+}
+
+/// One full warp: publishes the aggregate of ticket `tile` and returns (on every lane) the sum of the aggregates of
+/// tickets 0 .. tile-1; then publishes the inclusive prefix.
+__device__ __forceinline__ std::uint64_t lookback_exclusive(const LookBackState& s, std::int32_t tile,
+                                                            std::uint64_t aggregate) {
+  const int lane = threadIdx.x % 32;
+  if (tile == 0) {
+    if (lane == 0) lb_store(s.status, kLbInclusive | aggregate);
+    return 0;
+  }
+  if (lane == 0) lb_store(s.status + tile, kLbAggregate | aggregate);
+  std::uint64_t exclusive = 0;
+  for (std::int32_t end = tile;; end -= 32) {
+    const std::int32_t t = end - 1 - lane;  // lane L looks L + 1 tickets back from `end`
+    std::uint64_t st;
+    for (;;) {
+      st = t >= 0 ? lb_load(s.status + t) : kLbInclusive;  // before ticket 0: inclusive prefix 0
+      if (__all_sync(kFull, st != 0)) break;
+      __nanosleep(32);
+    }
+    const unsigned inclusive = __ballot_sync(kFull, (st & ~kLbValue) == kLbInclusive);
+    const int stop = inclusive ? __ffs(inclusive) - 1 : 31;  // the nearest inclusive prefix ends the walk
+    exclusive += warp_sum_u64(lane <= stop ? (st & kLbValue) : 0);
+    if (inclusive) break;
+  }
+  if (lane == 0) lb_store(s.status + tile, kLbInclusive | (exclusive + aggregate));
+  return exclusive;
+}
+
+/// All threads of the CTA, after its look-back: the last CTA of the launch to get here clears the state.
+/// `flag` is a shared int.
+__device__ __forceinline__ void lookback_finish(const LookBackState& s, std::int32_t ctas, std::int32_t& flag) {
+  if (threadIdx.x == 0) {
+    __threadfence();  // this CTA's status reads are complete before it counts itself done
+    flag = atomicAdd(s.counters + 1, 1u) == static_cast<unsigned>(ctas - 1);
+  }
+  __syncthreads();
+  if (!flag) return;
+  __threadfence();
+  for (std::int32_t i = threadIdx.x; i < ctas; i += blockDim.x) s.status[i] = 0;
+  if (threadIdx.x == 0) s.counters[0] = s.counters[1] = 0;
+}
+
+}  // namespace tessera::prep::detail

@@ -1,0 +1,86 @@
+#pragma once
+// Warp-level helpers and unit arithmetic shared by the GPU tile-row builders (launch_prep_tiles.cu,
+// launch_prep_rows_single_pass.cu). Device code only.
+#include <cstdint>
+
+#include "core/launch_prep_rules.hpp"
+
+namespace tessera::prep::detail {
+
+inline constexpr unsigned kFull = 0xffffffffu;
+
+__device__ __forceinline__ std::int32_t warp_sum(std::int32_t v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  return v;
+}
+
+__device__ __forceinline__ std::int32_t warp_min(std::int32_t v) {
+  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(kFull, v, o));
+  return v;
+}
+
+__device__ __forceinline__ std::int32_t warp_max(std::int32_t v) {
+  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(kFull, v, o));
+  return v;
+}
+
+__device__ __forceinline__ std::int32_t warp_exclusive_scan(std::int32_t v, int lane) {
+  std::int32_t x = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    const std::int32_t y = __shfl_up_sync(kFull, x, o);
+    if (lane >= o) x += y;
+  }
+  return x - v;
+}
+
+__device__ __forceinline__ unsigned lanes_below(int lane) { return (1u << lane) - 1u; }
+
+// log2 of a mapping factor in {1, 2, 4, 8} (c_kv, pack).
+__device__ __forceinline__ int log2_factor(int f) { return f == 1 ? 0 : f == 2 ? 1 : f == 4 ? 2 : 3; }
+
+// Bits at the first block of every c_kv-group of a 32-bit word (c_kv a power of two <= 8) that holds an active
+// block.
+__device__ __forceinline__ std::uint32_t group_heads(std::uint32_t u, int c_kv) {
+  std::uint32_t g = u;
+  for (int s = 1; s < c_kv; s <<= 1) g |= g >> s;
+  const std::uint32_t heads = c_kv == 1 ? 0xffffffffu : c_kv == 2 ? 0x55555555u : c_kv == 4 ? 0x11111111u : 0x01010101u;
+  return g & heads;
+}
+
+// Entries of unit u on a span form: r_kv, fewer for the ragged last unit (rules: tile u*r + j < kv_tiles).
+__device__ __forceinline__ std::int32_t unit_entries(const PrepParams& p, std::int32_t u) {
+  const std::int64_t left = p.kv_tiles - static_cast<std::int64_t>(u) * p.r_kv;
+  return left < p.r_kv ? static_cast<std::int32_t>(left) : p.r_kv;
+}
+
+/// A tile row's unit arithmetic (see the rules header): how many entries (span forms) or units (packed) the c_kv
+/// group heads of one 32-block word produce, and the ragged last unit of Refined KV.
+struct UnitRules {
+  int c_kv, log_ckv, pack, r_kv;
+  std::uint32_t group_mask;  ///< c_kv low bits: the blocks of one unit inside a word
+  std::int32_t last_unit;    ///< ceil(n_kvb / c_kv) - 1
+  std::int32_t last_extra;   ///< entries of the last unit minus r_kv (<= 0; 0 when packed)
+
+  __device__ explicit UnitRules(const PrepParams& p)
+      : c_kv(p.c_kv), log_ckv(log2_factor(p.c_kv)), pack(p.pack), r_kv(p.r_kv), group_mask((1u << p.c_kv) - 1u),
+        last_unit(row_units(p) - 1), last_extra(p.pack ? 0 : unit_entries(p, row_units(p) - 1) - p.r_kv) {}
+
+  /// Entries (span) or units (packed) of the group heads `heads` of the word whose first block is `word_col`.
+  __device__ __forceinline__ std::int32_t count(std::uint32_t heads, std::int32_t word_col) const {
+    std::int32_t n = __popc(heads);
+    if (pack) return n;
+    n *= r_kv;
+    if (last_extra != 0) {
+      const std::int32_t lb = (last_unit << log_ckv) - word_col;  // bit of the last unit's head in this word
+      if (lb >= 0 && lb < 32 && ((heads >> lb) & 1u)) n += last_extra;
+    }
+    return n;
+  }
+
+  /// Entries of unit `unit` (span forms).
+  __device__ __forceinline__ std::int32_t entries(std::int32_t unit) const {
+    return unit == last_unit ? r_kv + last_extra : r_kv;
+  }
+};
+
+}  // namespace tessera::prep::detail
