@@ -35,7 +35,7 @@ std::string mapping_text(const DimMapping& m, int block) {
 
 /// An example plan id running on catalog entry `e`: the Direct plan with B = T (B_Q = T_Q, B_KV = T_KV), one query
 /// tile per CTA, ascending, no split-KV, on sm90a when the family targets it (else its first architecture); "-" when
-/// no plan can name the entry (its stages are outside 2..4).
+/// no plan can name the entry (its stages are outside a plan's 1..4).
 std::string example_plan_id(const CatalogEntry& e) {
   Plan p;
   const auto archs = family_architectures(e.family);
@@ -52,7 +52,7 @@ std::string example_plan_id(const CatalogEntry& e) {
   try {
     return plan_id(p);
   } catch (const Error&) {
-    return "-";  // e.g. stages 1: outside a plan's s2..s4, so no plan id names this entry
+    return "-";  // e.g. stages outside a plan's s1..s4: no plan id names this entry
   }
 }
 
@@ -88,7 +88,7 @@ void add_inspect_command(CLI::App& app) {
       ++shown;
     }
     fmt::print("{} of {} entries\n", shown, catalog().size());
-    fmt::print("'-': no plan id can name the entry (a plan's stages are 2..4)\n");
+    fmt::print("'-': no plan id can name the entry (a plan's stages are 1..4)\n");
     fmt::print("names above are kernels; `tessera inspect plan` takes a plan id: {}\n(docs/plans.md; the last "
                "column is one plan id per entry)\n", kPlanIdForm);
   });
