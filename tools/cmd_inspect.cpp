@@ -1,13 +1,17 @@
 // `tessera inspect catalog`: the kernel catalog (every entry of src/kernels/catalog.def) with its target
-// architectures and an example plan id per entry. `tessera inspect plan <id>`: a plan id parsed into its parts, its
-// tiles and its catalog entry (exit 1 when no catalog entry runs it).
+// architectures (family targets whose shared-memory limit the entry fits) and an example plan id per entry.
+// `tessera inspect plan <id>`: a plan id parsed into its parts, its tiles and its catalog entry (exit 1 when no
+// catalog entry runs it, or when the entry cannot launch on the plan's arch).
 #include <fmt/core.h>
 
 #include <memory>
 #include <regex>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "commands.hpp"
+#include "core/arch_limits.hpp"
 #include "core/catalog.hpp"
 #include "core/plan.hpp"
 #include "tessera/error.hpp"
@@ -16,9 +20,9 @@ namespace tessera::tools {
 
 namespace {
 
-std::string archs_of(KernelFamily f) {
+std::string archs_text(std::span<const Arch> archs) {
   std::string s;
-  for (Arch a : family_architectures(f)) s += (s.empty() ? "" : ",") + std::string(arch_name(a));
+  for (Arch a : archs) s += (s.empty() ? "" : ",") + std::string(arch_name(a));
   return s;
 }
 
@@ -34,11 +38,11 @@ std::string mapping_text(const DimMapping& m, int block) {
 }
 
 /// An example plan id running on catalog entry `e`: the Direct plan with B = T (B_Q = T_Q, B_KV = T_KV), one query
-/// tile per CTA, ascending, no split-KV, on sm90a when the family targets it (else its first architecture); "-" when
-/// no plan can name the entry (its stages are outside 2..4).
+/// tile per CTA, ascending, no split-KV, on sm90a when the entry runs there (else its first architecture); "-" when
+/// no plan can name the entry (its stages are outside a plan's 1..4).
 std::string example_plan_id(const CatalogEntry& e) {
   Plan p;
-  const auto archs = family_architectures(e.family);
+  const std::vector<Arch> archs = entry_architectures(e);
   p.arch = archs.empty() ? Arch::kSm90a : archs.front();
   for (Arch a : archs)
     if (a == Arch::kSm90a) p.arch = a;
@@ -52,7 +56,7 @@ std::string example_plan_id(const CatalogEntry& e) {
   try {
     return plan_id(p);
   } catch (const Error&) {
-    return "-";  // e.g. stages 1: outside a plan's s2..s4, so no plan id names this entry
+    return "-";  // e.g. stages outside a plan's s1..s4: no plan id names this entry
   }
 }
 
@@ -69,26 +73,30 @@ void add_inspect_command(CLI::App& app) {
   auto filter = std::make_shared<std::string>(".*");
   auto arch = std::make_shared<std::string>();
   cat->add_option("--filter", *filter, "Regex on the entry name (default .*)");
-  cat->add_option("--arch", *arch, "Only entries whose family targets this architecture (sm80, sm86, sm89, sm90a, sm120)");
+  cat->add_option("--arch", *arch, "Only entries that run on this architecture: family built for it and shared memory "
+                                  "within its limit (sm80, sm86, sm89, sm90a, sm120)");
   cat->callback([filter, arch] {
     const std::regex re(*filter);
-    fmt::print("{:<34} {:<6} {:<5} {:>4} {:>9} {:>5} {:>6}  {:<18} {}\n", "name", "family", "dtype", "D", "T_QxT_KV",
-               "warps", "stages", "architectures", "example plan id (Direct, B = T)");
+    fmt::print("{:<34} {:<6} {:<5} {:>4} {:>9} {:>5} {:>6} {:>8}  {:<26} {}\n", "name", "family", "dtype", "D",
+               "T_QxT_KV", "warps", "stages", "smem(B)", "architectures", "example plan id (Direct, B = T)");
     int shown = 0;
     for (const CatalogEntry& e : catalog()) {
       if (!std::regex_search(std::string(e.name), re)) continue;
+      const std::vector<Arch> archs = entry_architectures(e);
       if (!arch->empty()) {
         bool ok = false;
-        for (Arch a : family_architectures(e.family)) ok = ok || arch_name(a) == *arch;
+        for (Arch a : archs) ok = ok || arch_name(a) == *arch;
         if (!ok) continue;
       }
-      fmt::print("{:<34} {:<6} {:<5} {:>4} {:>9} {:>5} {:>6}  {:<18} {}\n", e.name, family_name(e.family),
+      fmt::print("{:<34} {:<6} {:<5} {:>4} {:>9} {:>5} {:>6} {:>8}  {:<26} {}\n", e.name, family_name(e.family),
                  dtype_name(e.dtype), e.head_dim, fmt::format("{}x{}", e.tile_q, e.tile_kv), e.warps, e.stages,
-                 archs_of(e.family), example_plan_id(e));
+                 e.smem_bytes, archs_text(archs), example_plan_id(e));
       ++shown;
     }
     fmt::print("{} of {} entries\n", shown, catalog().size());
-    fmt::print("'-': no plan id can name the entry (a plan's stages are 2..4)\n");
+    fmt::print("architectures: the family's targets whose opt-in shared memory per CTA fits smem (99 KB on sm86, "
+               "sm89, sm120; 163 KB on sm80; 227 KB on sm90a)\n'-': no plan id can name the entry (a plan's stages "
+               "are 1..4)\n");
     fmt::print("names above are kernels; `tessera inspect plan` takes a plan id: {}\n(docs/plans.md; the last "
                "column is one plan id per entry)\n", kPlanIdForm);
   });
@@ -109,7 +117,7 @@ void add_inspect_command(CLI::App& app) {
     }
     fmt::print("plan        {}\n", plan_id(p));
     fmt::print("arch        {}\nfamily      {} (built for {})\ndtype       {}\nhead_dim    {}\n", arch_name(p.arch),
-               family_name(p.family), archs_of(p.family), dtype_name(p.dtype), p.head_dim);
+               family_name(p.family), archs_text(family_architectures(p.family)), dtype_name(p.dtype), p.head_dim);
     fmt::print("query       B_Q = {}: {}\n", p.block_q, mapping_text(p.q, p.block_q));
     fmt::print("kv          B_KV = {}: {}\n", p.block_kv, mapping_text(p.kv, p.block_kv));
     fmt::print("tile        {} x {}\n", p.tile_q(), p.tile_kv());
@@ -118,6 +126,12 @@ void add_inspect_command(CLI::App& app) {
                p.org.split, p.org.stages, p.warps);
     const CatalogEntry* e = find_plan_entry(p);
     fmt::print("kernel      {} ({})\n", plan_kernel_name(p), e ? "in the catalog" : "NOT in the catalog");
+    if (e && !entry_targets(*e, p.arch)) {
+      fmt::print("            needs {} B of shared memory per CTA: cannot launch on {} (limit {} B)\n", e->smem_bytes,
+                 arch_name(p.arch), max_dynamic_smem_bytes(p.arch));
+      fmt::print(stderr, "tessera inspect plan: the catalog entry cannot launch on {}\n", arch_name(p.arch));
+      throw CLI::RuntimeError(1);
+    }
     if (!e) {
       fmt::print(stderr, "tessera inspect plan: no catalog entry runs this plan\n");
       throw CLI::RuntimeError(1);

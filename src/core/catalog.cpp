@@ -6,12 +6,24 @@
 #include <cstdio>
 #include <string>
 
+#include "core/arch_limits.hpp"
+#include "kernels/mma/config.cuh"  // plain C++: the shared-memory layout of the Mma kernels
+
 namespace tessera {
 
 namespace {
 
-#define TESSERA_CATALOG_ENTRY(name, family, dtype, head_dim, tile_q, tile_kv, warps, stages) \
-  CatalogEntry{name, KernelFamily::k##family, DType::k##dtype, head_dim, tile_q, tile_kv, warps, stages},
+/// Dynamic shared memory of an entry, from the same Config the kernels are compiled with (element type: any
+/// 2-byte type; the layout depends only on D, tiles, warps and stages). 0 for Wgmma (not implemented yet).
+template <KernelFamily F, int D, int TQ, int TKV, int W, int S>
+constexpr std::size_t entry_smem_bytes() {
+  if constexpr (F == KernelFamily::kMma) return kernels::mma::Config<std::uint16_t, D, TQ, TKV, W, S>::kSmemBytes;
+  else return 0;
+}
+
+#define TESSERA_CATALOG_ENTRY(name, family, dtype, head_dim, tile_q, tile_kv, warps, stages)                 \
+  CatalogEntry{name,    KernelFamily::k##family, DType::k##dtype, head_dim, tile_q, tile_kv, warps, stages, \
+               entry_smem_bytes<KernelFamily::k##family, head_dim, tile_q, tile_kv, warps, stages>()},
 constexpr CatalogEntry kCatalog[] = {
 #include "kernels/catalog.def"
 };
@@ -72,6 +84,21 @@ std::span<const Arch> family_architectures(KernelFamily family) noexcept {
 bool family_targets(KernelFamily family, Arch arch) noexcept {
   auto archs = family_architectures(family);
   return std::find(archs.begin(), archs.end(), arch) != archs.end();
+}
+
+bool entry_fits_smem(const CatalogEntry& entry, Arch arch) noexcept {
+  return entry.smem_bytes <= max_dynamic_smem_bytes(arch);
+}
+
+bool entry_targets(const CatalogEntry& entry, Arch arch) noexcept {
+  return family_targets(entry.family, arch) && entry_fits_smem(entry, arch);
+}
+
+std::vector<Arch> entry_architectures(const CatalogEntry& entry) {
+  std::vector<Arch> out;
+  for (Arch a : family_architectures(entry.family))
+    if (entry_fits_smem(entry, a)) out.push_back(a);
+  return out;
 }
 
 }  // namespace tessera

@@ -28,4 +28,15 @@ std::string_view catalog_version();
 /// Whether `family` targets `arch`.
 bool family_targets(KernelFamily family, Arch arch) noexcept;
 
+/// Whether the entry's dynamic shared memory (CatalogEntry::smem_bytes) is within `arch`'s opt-in limit
+/// (max_dynamic_smem_bytes, src/core/arch_limits.hpp), i.e. whether the kernel can launch there at all.
+bool entry_fits_smem(const CatalogEntry& entry, Arch arch) noexcept;
+
+/// Whether the entry can run on `arch`: its family targets the arch and it fits the arch's shared memory.
+/// E.g. mma.bf16.d128.t128x128.w8.s2 (163,968 B) runs on sm80 and sm90a but not on sm86, sm89 or sm120 (99 KB).
+bool entry_targets(const CatalogEntry& entry, Arch arch) noexcept;
+
+/// The architectures entry_targets() accepts for `entry`, in family_architectures() order.
+std::vector<Arch> entry_architectures(const CatalogEntry& entry);
+
 }  // namespace tessera

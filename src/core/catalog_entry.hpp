@@ -1,5 +1,6 @@
 #pragma once
 // A kernel catalog entry as the host sees it (one line of src/kernels/catalog.def).
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -23,6 +24,9 @@ struct CatalogEntry {
   int tile_kv;            ///< T_KV
   int warps;              ///< warps per CTA
   int stages;             ///< K/V pipeline stages
+  /// Dynamic shared memory per CTA in bytes (Mma: Config::kSmemBytes of src/kernels/mma/config.cuh, the amount
+  /// the launcher asks for); 0 where the family does not state it yet (Wgmma: not implemented).
+  std::size_t smem_bytes = 0;
 };
 
 }  // namespace tessera

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include "core/arch_limits.hpp"
 #include "core/catalog.hpp"
 #include "tessera/error.hpp"
 
@@ -25,6 +26,9 @@ Eligibility eligible(const Plan& p, const CatalogEntry& e, const EligibilityRequ
     return no(fmt::format("family: plan {} != entry {}", family_name(p.family), family_name(e.family)));
   if (!family_targets(e.family, r.arch))
     return no(fmt::format("arch: family {} is not built for {}", family_name(e.family), arch_name(r.arch)));
+  if (!entry_fits_smem(e, r.arch))
+    return no(fmt::format("smem: entry {} needs {} bytes of dynamic shared memory > {} limit {}", e.name,
+                          e.smem_bytes, arch_name(r.arch), max_dynamic_smem_bytes(r.arch)));
   if (p.dtype != r.dtype || e.dtype != r.dtype)
     return no(fmt::format("dtype: request {}, plan {}, entry {}", dtype_name(r.dtype), dtype_name(p.dtype),
                           dtype_name(e.dtype)));

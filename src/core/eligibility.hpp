@@ -35,7 +35,8 @@ struct Eligibility {
 std::int64_t split_workspace_bytes_bound(const Plan& plan, std::int64_t query_tiles) noexcept;
 
 /// Eligible(P, R) for the catalog entry `entry` that is to run the plan. Checks, in order: the plan is well formed;
-/// the entry's family targets R.arch and matches the plan's; dtype, head_dim, tile (T = mapping(B) must equal the
+/// the entry's family targets R.arch and matches the plan's; the entry's dynamic shared memory fits R.arch's
+/// opt-in limit (entry_fits_smem: 99 KB on sm86/sm89/sm120, 163 KB on sm80, 227 KB on sm90a); dtype, head_dim, tile (T = mapping(B) must equal the
 /// entry's T_Q, T_KV), warps and stages match; R's geometry equals the plan's; Refined needs B % r == 0 and
 /// B / r >= 16 (multiple of 16); Coarsened factors <= 8 (membership bits); the mask format is one mu(M) accepts;
 /// the split-KV workspace fits the limit.

@@ -97,8 +97,8 @@ void check_plan(const Plan& p) {
   if (p.org.group < 1 || p.org.group > 64) bad_plan("org.group", fmt::format("group must be in [1, 64], got {}", p.org.group));
   if (!is_pow2(p.org.split) || p.org.split > 64)
     bad_plan("org.split", fmt::format("split must be a power of two in [1, 64], got {}", p.org.split));
-  if (p.org.stages < 2 || p.org.stages > 4)
-    bad_plan("org.stages", fmt::format("stages must be in [2, 4], got {}", p.org.stages));
+  if (p.org.stages < 1 || p.org.stages > 4)
+    bad_plan("org.stages", fmt::format("stages must be in [1, 4], got {}", p.org.stages));
   if (p.warps < 1 || p.warps > 16) bad_plan("warps", fmt::format("warps must be in [1, 16], got {}", p.warps));
 }
 

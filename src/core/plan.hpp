@@ -19,7 +19,9 @@
 //   t<trav> kv traversal order inside a tile row: asc | desc | run (run-major: runs of consecutive kv tiles,
 //           longest first, ascending inside a run)
 //   split<P> split-KV partitions per query tile: 1, 2, 4, 8, 16, 32 or 64
-//   s<S>    K/V pipeline stages: 2..4
+//   s<S>    K/V pipeline stages: 1..4. 1 = no prefetch (one K buffer: K(j+1) is issued after QK^T of tile j
+//           and overlaps only its PV product); S >= 2 keeps S - 1 tiles in flight ahead of the current one
+//           (the 2..4 stages; s1 is a Tessera addition for shared-memory-bound tiles)
 //   w<W>    warps per CTA of the catalog entry: 1..16
 //
 // Example: sm90a.mma.bf16.d128.q64c2.kv64p4.g1.tasc.split2.s3.w4
@@ -91,7 +93,7 @@ struct TaskOrganization {
   bool persistent = false;  ///< persistent CTAs pull the work list (longest first)
   Traversal traversal = Traversal::kAscending;
   int split = 1;            ///< split-KV partitions per query tile (power of two, 1..64)
-  int stages = 2;           ///< K/V pipeline depth (2..4)
+  int stages = 2;           ///< K/V pipeline depth (1..4; 1 = no prefetch)
   bool operator==(const TaskOrganization&) const = default;
 };
 

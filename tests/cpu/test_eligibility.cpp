@@ -3,8 +3,10 @@
 
 #include <vector>
 
+#include "core/arch_limits.hpp"
 #include "core/catalog.hpp"
 #include "core/eligibility.hpp"
+#include "core/selector.hpp"
 
 namespace tessera {
 namespace {
@@ -128,6 +130,82 @@ TEST(Eligibility, SplitWorkspaceLimit) {
   EXPECT_TRUE(eligible(p, e, r).ok);
   r.max_workspace_bytes = need - 1;
   EXPECT_NE(eligible(p, e, r).reason.find("workspace"), std::string::npos);
+}
+
+TEST(Eligibility, EntryMustFitTheArchSharedMemory) {
+  EXPECT_EQ(max_dynamic_smem_bytes(Arch::kSm80), 166912u);
+  EXPECT_EQ(max_dynamic_smem_bytes(Arch::kSm86), 101376u);
+  EXPECT_EQ(max_dynamic_smem_bytes(Arch::kSm89), 101376u);
+  EXPECT_EQ(max_dynamic_smem_bytes(Arch::kSm90a), 232448u);
+  EXPECT_EQ(max_dynamic_smem_bytes(Arch::kSm120), 101376u);
+  // A synthetic entry one byte over / exactly at the 99 KB limit of sm86.
+  CatalogEntry e{"x", KernelFamily::kMma, DType::kBFloat16, 128, 64, 64, 4, 2, 101377};
+  EligibilityRequest r = request(64, 64);
+  r.arch = Arch::kSm86;
+  Plan p = parse_plan_id("sm86.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4");
+  const auto res = eligible(p, e, r);
+  EXPECT_FALSE(res.ok);
+  EXPECT_NE(res.reason.find("smem: entry x needs 101377 bytes"), std::string::npos) << res.reason;
+  EXPECT_NE(res.reason.find("sm86 limit 101376"), std::string::npos) << res.reason;
+  e.smem_bytes = 101376;
+  EXPECT_TRUE(eligible(p, e, r).ok);
+  e.smem_bytes = 101377;
+  p.arch = r.arch = Arch::kSm80;
+  EXPECT_TRUE(eligible(p, e, r).ok);
+}
+
+// The real catalog: entry smem comes from the kernels' Config; values pinned to docs/kernels_mma.md's ptxas table.
+TEST(Eligibility, CatalogEntriesOverNinetyNineKilobytesSkipSm86Sm89Sm120) {
+  const CatalogEntry* big = find_catalog_entry("mma.bf16.d128.t128x128.w8.s2");
+  const CatalogEntry* s3 = find_catalog_entry("mma.bf16.d128.t64x64.w4.s3");
+  const CatalogEntry* fits = find_catalog_entry("mma.bf16.d128.t128x64.w8.s2");
+  ASSERT_TRUE(big && s3 && fits);
+  EXPECT_EQ(big->smem_bytes, 163968u);
+  EXPECT_EQ(s3->smem_bytes, 114880u);
+  EXPECT_EQ(fits->smem_bytes, 98432u);
+  for (Arch a : {Arch::kSm86, Arch::kSm89, Arch::kSm120}) {
+    EXPECT_FALSE(entry_targets(*big, a)) << arch_name(a);
+    EXPECT_FALSE(entry_targets(*s3, a)) << arch_name(a);
+    EXPECT_TRUE(entry_targets(*fits, a)) << arch_name(a);
+  }
+  for (Arch a : {Arch::kSm80, Arch::kSm90a}) {
+    EXPECT_TRUE(entry_targets(*big, a)) << arch_name(a);
+    EXPECT_TRUE(entry_targets(*s3, a)) << arch_name(a);
+  }
+  EXPECT_EQ(entry_architectures(*big), (std::vector<Arch>{Arch::kSm80, Arch::kSm90a}));
+  // Every catalog entry states its shared memory and runs somewhere (sm90a has the largest limit).
+  for (const CatalogEntry& e : catalog()) {
+    if (e.family != KernelFamily::kMma) continue;
+    EXPECT_GT(e.smem_bytes, 0u) << e.name;
+    EXPECT_TRUE(entry_targets(e, Arch::kSm90a)) << e.name;
+  }
+}
+
+// Selection never picks an entry that cannot launch on the request's arch: enumerate every plan of every
+// architecture over the real catalog and check each plan's entry fits.
+TEST(Eligibility, EnumerationRespectsPerArchSharedMemory) {
+  CandidateOptions o;
+  o.splits = {1, 2};
+  for (Arch a : {Arch::kSm80, Arch::kSm86, Arch::kSm89, Arch::kSm90a, Arch::kSm120}) {
+    for (auto [bq, bkv] : {std::pair{64, 64}, {128, 128}, {64, 128}, {32, 32}, {16, 64}}) {
+      EligibilityRequest r = request(bq, bkv);
+      r.arch = a;
+      bool saw_t128x128 = false;
+      for (const Plan& p : enumerate_plans(catalog(), r, o)) {
+        const CatalogEntry* e = find_plan_entry(p);
+        ASSERT_NE(e, nullptr);
+        EXPECT_LE(e->smem_bytes, max_dynamic_smem_bytes(a)) << plan_id(p);
+        saw_t128x128 = saw_t128x128 || e->name == "mma.bf16.d128.t128x128.w8.s2";
+      }
+      const bool big_ok = a == Arch::kSm80 || a == Arch::kSm90a;
+      if (bq == 128 && bkv == 128) {
+        EXPECT_EQ(saw_t128x128, big_ok) << arch_name(a);
+      }
+      const auto d = default_plan(catalog(), r);
+      ASSERT_TRUE(d) << arch_name(a) << " " << bq << "x" << bkv;
+      EXPECT_TRUE(entry_targets(*find_plan_entry(*d), a)) << plan_id(*d);
+    }
+  }
 }
 
 TEST(Catalog, HostTableAndFamilies) {

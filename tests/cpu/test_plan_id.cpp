@@ -38,7 +38,7 @@ Plan random_plan(std::mt19937_64& g) {
   p.org.persistent = pick(0, 1);
   p.org.traversal = static_cast<Traversal>(pick(0, 1, 2));
   p.org.split = pick(1, 2, 4, 8, 16, 32, 64);
-  p.org.stages = pick(2, 3, 4);
+  p.org.stages = pick(1, 2, 3, 4);
   p.warps = pick(1, 4, 8, 12, 16);
   return p;
 }
@@ -65,6 +65,14 @@ TEST(PlanId, ExampleIsCanonical) {
   EXPECT_TRUE(r.org.persistent);
   EXPECT_EQ(r.org.group, 8);
   EXPECT_EQ(r.org.traversal, Traversal::kRunMajor);
+}
+
+TEST(PlanId, OneStageNamesTheSingleBufferedEntry) {
+  const std::string id = "sm86.mma.bf16.d128.q16d.kv64d.g1.tasc.split1.s1.w4";
+  const Plan p = parse_plan_id(id);
+  EXPECT_EQ(p.org.stages, 1);
+  EXPECT_EQ(plan_id(p), id);
+  EXPECT_EQ(plan_kernel_name(p), "mma.bf16.d128.t16x64.w4.s1");
 }
 
 TEST(PlanId, RandomRoundTrips) {
@@ -108,6 +116,7 @@ TEST(PlanId, MalformedIdsNameTheBadToken) {
   expect_bad("sm90a.mma.bf16.d128.q16r2.kv64p4.g1.tasc.split2.s3.w4", "plan.q.factor");
   expect_bad("sm90a.mma.bf16.d128.q64c2.kv64p4.g1.tasc.split3.s3.w4", "plan.org.split");
   expect_bad("sm90a.mma.bf16.d128.q64c2.kv64p4.g1.tasc.split2.s5.w4", "plan.org.stages");
+  expect_bad("sm90a.mma.bf16.d128.q64c2.kv64p4.g1.tasc.split2.s0.w4", "plan.org.stages");
   expect_bad("sm90a.mma.bf16.d48.q64c2.kv64p4.g1.tasc.split2.s3.w4", "plan.head_dim");
   expect_bad("sm90a.mma.bf16.d128.q40c2.kv64p4.g1.tasc.split2.s3.w4", "plan.block_q");
   expect_bad("", "token 1 ''");

@@ -1,6 +1,9 @@
 // Online selection: default plans, ranking walk with eligibility, fallbacks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "core/catalog.hpp"
 #include "core/selector.hpp"
 #include "tessera/error.hpp"
@@ -57,6 +60,37 @@ TEST(Selector, EveryEnumeratedPlanIsEligibleAndRoundTrips) {
       EXPECT_EQ(p.block_q, bq);
     }
   }
+}
+
+// Entries with one pipeline stage (names ending .s1) are reachable: enumerated, eligible, and the default plan
+// of a geometry only such an entry serves Directly.
+TEST(Selector, OneStageEntriesAreEnumerated) {
+  int s1_entries = 0;
+  for (const CatalogEntry& e : catalog()) {
+    if (e.stages != 1) continue;
+    ++s1_entries;
+    // The Direct plan with B = T on the entry's tile.
+    const auto r = req(e.tile_q, e.tile_kv, e.dtype, e.head_dim);
+    const auto plans = enumerate_plans(catalog(), r);
+    const bool found = std::any_of(plans.begin(), plans.end(), [&](const Plan& p) {
+      return p.org.stages == 1 && p.q.kind == MappingKind::kDirect && p.kv.kind == MappingKind::kDirect &&
+             plan_kernel_name(p) == e.name;
+    });
+    EXPECT_TRUE(found) << e.name;
+  }
+  EXPECT_GT(s1_entries, 0);
+  // 16 x 128: only mma.bf16.d128.t16x128.w4.s1 has that tile, so the Direct (and default) plan runs it.
+  const auto d = direct_plan(catalog(), req(16, 128));
+  ASSERT_TRUE(d);
+  EXPECT_EQ(plan_id(*d), "sm90a.mma.bf16.d128.q16d.kv128d.g1.tasc.split1.s1.w4");
+  EXPECT_EQ(find_plan_entry(*d)->name, "mma.bf16.d128.t16x128.w4.s1");
+  EXPECT_EQ(*default_plan(catalog(), req(16, 128)), *d);
+  // 16 x 64 has an s2 and an s1 entry: both are enumerated, the s2 one first (catalog order).
+  const auto both = enumerate_plans(catalog(), req(16, 64));
+  std::vector<int> direct_stages;
+  for (const Plan& p : both)
+    if (p.q.kind == MappingKind::kDirect && p.kv.kind == MappingKind::kDirect) direct_stages.push_back(p.org.stages);
+  EXPECT_EQ(direct_stages, (std::vector<int>{2, 1}));
 }
 
 TEST(Selector, WalksTheRankingSkippingIneligiblePlans) {

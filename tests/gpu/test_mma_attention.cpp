@@ -6,11 +6,14 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gpu_test_util.hpp"
 #include "host_tensor.hpp"
+#include "core/arch_limits.hpp"
+#include "core/catalog.hpp"
 #include "kernel_runner.hpp"
 #include "kernels/launch.hpp"
 #include "tessera/error.hpp"
@@ -200,6 +203,28 @@ INSTANTIATE_TEST_SUITE_P(Catalog, MmaAttention, ::testing::ValuesIn(kernels::com
                            return n;
                          });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(MmaAttention);
+
+// The host catalog's shared memory per entry (what eligibility compares with each arch's limit) is the amount the
+// launcher asks for, and the arch's limit is what this GPU reports (checks src/core/arch_limits.cpp on the GPU).
+TEST(MmaCatalog, SharedMemoryMatchesTheHostCatalogAndTheDeviceLimit) {
+  for (const CompiledEntry& ce : kernels::compiled_entries()) {
+    const CatalogEntry* e = find_catalog_entry(ce.name);
+    ASSERT_NE(e, nullptr) << ce.name;
+    EXPECT_EQ(e->smem_bytes, ce.smem_bytes) << ce.name;
+  }
+  TESSERA_REQUIRE_GPU();
+  int dev = 0, major = 0, minor = 0, optin = 0;
+  TESSERA_CUDA_CHECK(cudaGetDevice(&dev));
+  TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  const std::string name = "sm" + std::to_string(10 * major + minor) + (major == 9 ? "a" : "");
+  const std::optional<Arch> arch = arch_from_name(name);
+  if (!arch) GTEST_SKIP() << name << " is not a Tessera target";
+  EXPECT_EQ(std::size_t(optin), max_dynamic_smem_bytes(*arch)) << name;
+  for (const CompiledEntry& ce : kernels::compiled_entries())
+    EXPECT_EQ(entry_targets(*find_catalog_entry(ce.name), *arch), ce.smem_bytes <= std::size_t(optin)) << ce.name;
+}
 
 TEST(MmaAttentionLaunch, RejectsBadArgumentsBeforeLaunch) {
   const auto& entries = kernels::compiled_entries();

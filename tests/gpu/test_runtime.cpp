@@ -2,6 +2,7 @@
 // exact-repeat cache; forced plans; plan-table fallbacks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <random>
@@ -9,6 +10,7 @@
 #include "device_tensor.hpp"
 #include "gpu_test_util.hpp"
 #include "host_tensor.hpp"
+#include "kernels/launch.hpp"
 #include "mask_gen.hpp"
 #include "tessera/error.hpp"
 #include "tessera/mask_state.hpp"
@@ -112,6 +114,12 @@ TEST(Runtime, EveryEligiblePlanOfARequestMatchesTheReference) {
   GpuCase c = make_case(7, 64, 64, 900, 4, 1, 128, DType::kBFloat16, 0.25);
   const auto plans = rt.eligible_plans(c.req);
   ASSERT_GT(plans.size(), 10u);
+  // One-stage entries (.s1) are reachable: t64x128.w4.s1 serves 64 x 64 blocks Coarsened/packed by 2 on KV.
+  if (kernels::find_compiled_entry("mma.bf16.d128.t64x128.w4.s1")) {
+    EXPECT_TRUE(std::any_of(plans.begin(), plans.end(), [](const std::string& id) {
+      return id.find(".s1.w") != std::string::npos;
+    }));
+  }
   for (const std::string& id : plans) {
     poison(c);
     RunOptions o;

@@ -134,13 +134,23 @@ def inspect(tessera):
     for row in rows:
         name, example = row[0], row[-1]
         if example == "-":
-            check(row[6] not in ("2", "3", "4"), f"{name}: no example plan only for stages outside 2..4", so)
+            check(row[6] not in ("1", "2", "3", "4"), f"{name}: no example plan only for stages outside 1..4", so)
             continue
         rc, so2, se2 = run(tessera, "inspect", "plan", example)
         check(rc == 0 and f"kernel      {name} (in the catalog)" in so2, f"example plan {example} runs {name}",
               so2 + se2)
         rc, so2, se2 = run(tessera, "inspect", "plan", name)
         check(rc != 0 and "kernel (catalog entry) name" in se2, f"inspect plan {name} explains plan ids", so2 + se2)
+    s1 = [row for row in rows if row[6] == "1"]
+    check(len(s1) > 0 and all(row[-1] != "-" for row in s1), "entries with 1 stage have an example plan id", so)
+    # Shared memory per CTA decides the architectures: 163,968 B (t128x128.w8.s2) exceeds the 99 KB of sm86.
+    big = [row for row in rows if int(row[7]) > 99 * 1024]
+    check(len(big) > 0 and all("sm86" not in row[8] and "sm90a" in row[8] for row in big),
+          "entries over 99 KB of shared memory do not list sm86", so)
+    rc, so, se = run(tessera, "inspect", "catalog", "--arch", "sm86")
+    check(rc == 0 and all(f"{row[0]} " not in so for row in big), "inspect catalog --arch sm86 omits them", so + se)
+    rc, so, se = run(tessera, "inspect", "plan", "sm86.mma.bf16.d128.q128d.kv128d.g1.tasc.split1.s2.w8")
+    check(rc == 1 and "cannot launch on sm86" in so + se, "inspect plan of an entry too big for sm86 exits 1", so + se)
     # A plan no catalog entry runs (8 warps, 4 stages at d64 16x16: not a catalog shape): exit 1.
     rc, so, se = run(tessera, "inspect", "plan", "sm90a.mma.bf16.d64.q16d.kv16d.g1.tasc.split1.s4.w8")
     check("NOT in the catalog" in so and rc == 1, "inspect plan without a catalog entry exits 1", so + se)
