@@ -10,7 +10,7 @@ export LD_LIBRARY_PATH="$DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 # nanobind and pytest staged by stage_gpu_deps.sh, after the image's own packages (Python module and its tests).
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}${TESSERA_DEPS:-$PWD/.deps}/python"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/gpu.txt" 2>&1
-git rev-parse HEAD > "$OUT/revision.txt" 2>/dev/null || true
+{ cat .revision 2>/dev/null || git rev-parse HEAD; } > "$OUT/revision.txt" 2>/dev/null || true  # .revision: written by gpu_prepare.sh (the copy there may carry a stale .git)
 start=$(date +%s)
 cmake --preset gpu -G Ninja -DCMAKE_PREFIX_PATH="$DEPS" -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" \
   -DTESSERA_KERNEL_FILTER="${TESSERA_KERNEL_FILTER:-.*}" > "$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 3; }
