@@ -4,7 +4,8 @@
 #   FlexAttention, the launch-preparation benchmark, `tessera profile` on corpus cases, `tessera compile-table`, a rebuild with the new table
 #   embedded, and the main job `tessera run`.
 # Knobs: PROFILE_CASES, PROFILE_EVAL_CASES, PROFILE_STA_CASES, PROFILE_SECONDS, PROFILE_REPS, PROFILE_RESUME (see the
-# profile phase), RUN_CASES (per family), RUN_SECONDS, MEMCHECK (0 skips it), PHASES (subset of the phase names).
+# profile phase), RUN_CASES (per family), RUN_SECONDS, MEMCHECK (0 skips it), MEMCHECK_FILTER,
+# RACECHECK_FILTER (racecheck runs only when set), PHASES (subset of the phase names).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
@@ -15,8 +16,13 @@ scripts/gpu_check.sh $(has test || echo "-R ^none$") ; stamp "gpu_check rc=$?"
 B=build/gpu/bin
 if has test && [ "${MEMCHECK:-1}" = 1 ]; then
   timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 build/gpu/tests/tessera_tests_gpu \
-    --gtest_filter='LaunchPrepGpu.Wan*:Catalog/MmaAttention.*/mma_bf16_d128_t64x64_w4_s2' > "$OUT/memcheck.log" 2>&1
+    --gtest_filter="${MEMCHECK_FILTER:-LaunchPrepGpu.Wan*:Catalog/MmaAttention.*/mma_bf16_d128_t64x64_w4_s2}" > "$OUT/memcheck.log" 2>&1
   stamp "memcheck rc=$?"; tail -2 "$OUT/memcheck.log"
+  if [ -n "${RACECHECK_FILTER:-}" ]; then
+    timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 build/gpu/tests/tessera_tests_gpu \
+      --gtest_filter="$RACECHECK_FILTER" > "$OUT/racecheck.log" 2>&1
+    stamp "racecheck rc=$?"; tail -2 "$OUT/racecheck.log"
+  fi
 fi
 if has bench; then
   timeout 150 $B/bench_mma_attention --out "$OUT" --data /tmp/tessera_bench > "$OUT/bench_mma_attention.log" 2>&1
