@@ -302,7 +302,10 @@ std::int64_t tile_rows_lookback_words(const PrepParams& p) {
   return detail::lookback_words((p.tile_rows() + kWarps - 1) / kWarps);
 }
 
-bool tile_rows_single_pass_fits(const PrepParams& p) { return smem_bytes(p) <= kMaxSmemBytes; }
+// Packed KV stays on the two-pass builder: on the H200 (Wan2.1 720p Q64K64, bench_launch_prep at 5f48252) the
+// one-pass packed emission took 214 / 256 / 309 us for kv64p2 / p4 / p8 against 160 us for the two-pass
+// builder (bench/NOTES.md, "Launch preparation, third pass"). Its kernel (kPacked) is kept, unused, for a rework.
+bool tile_rows_single_pass_fits(const PrepParams& p) { return !p.pack && smem_bytes(p) <= kMaxSmemBytes; }
 
 bool build_tile_rows_single_pass(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                                  std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
