@@ -3,6 +3,8 @@
 
 #include <random>
 
+#include "core/catalog.hpp"
+#include "core/embedded_tables.hpp"
 #include "core/plan_table.hpp"
 #include "core/table_compiler.hpp"
 #include "tessera/error.hpp"
@@ -187,6 +189,29 @@ TEST(PlanTableCompiler, FoldsByRequestLearnPerSourceRegimes) {
   reports.clear();
   compile_plan_table(prof, opt, &reports);
   EXPECT_EQ(reports[0].chosen_depth, 0);
+}
+
+// The artifacts embedded in this build load against this build's catalog (a catalog.def change alters the catalog
+// version and needs a re-profiled table), and every plan they rank names a catalog entry that runs on their arch.
+TEST(PlanTableArtifact, EmbeddedTablesLoadAgainstThisCatalog) {
+  ASSERT_FALSE(embedded_plan_tables().empty());
+  for (const EmbeddedPlanTable& e : embedded_plan_tables()) {
+    PlanTable t;
+    ASSERT_NO_THROW(t = plan_table_from_json(std::string(e.json), std::string(catalog_version()))) << e.arch;
+    EXPECT_EQ(t.arch, e.arch);
+    const std::optional<Arch> arch = arch_from_name(t.arch);
+    ASSERT_TRUE(arch) << t.arch;
+    for (const auto& [key, tree] : t.trees) {
+      for (const auto& ranking : tree.rankings) {
+        for (const std::string& id : ranking) {
+          const Plan p = parse_plan_id(id);
+          const CatalogEntry* entry = find_plan_entry(p);
+          ASSERT_NE(entry, nullptr) << id;
+          EXPECT_TRUE(entry_targets(*entry, *arch)) << id;
+        }
+      }
+    }
+  }
 }
 
 TEST(ProfileRecords, JsonRoundTripAndErrors) {
