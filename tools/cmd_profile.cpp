@@ -20,6 +20,7 @@
 #include "tessera/mask_state_gpu.hpp"
 #include "tessera/reference.hpp"
 #include "tessera/runtime.hpp"
+#include "tessera_corpus/case_choice.hpp"
 #include "tessera_corpus/family.hpp"
 
 namespace tessera::tools {
@@ -41,40 +42,6 @@ bool profiled_candidate(const std::string& id) {
   return id.find(".tasc.") != std::string::npos && id.find(".split8.") == std::string::npos;
 }
 
-// Up to `count` case indices of one family and split, spread over its requests: round-robin over the
-// (source, chunk) groups, and inside a group in a fixed pseudo-random order of steps and layers, so a small
-// count still covers every source (the compiler's cross-validation folds are grouped by source). Uses
-// case_origin(), so no mask is generated here.
-std::vector<int> spread_cases(const std::string& family, const std::string& split, int count,
-                              const corpus::CorpusOptions& opt) {
-  std::map<std::pair<std::string, int>, std::vector<int>> groups;
-  const int n = corpus::case_count(family, opt);
-  for (int i = 0; i < n; ++i) {
-    const corpus::CaseOrigin o = corpus::case_origin(family, i, opt);
-    if (o.split == split) groups[{o.source_id, o.chunk}].push_back(i);
-  }
-  const auto scramble = [](std::uint64_t x) {  // SplitMix64 finaliser: a fixed order, the same on every machine
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-  };
-  std::size_t longest = 0;
-  for (auto& [key, v] : groups) {
-    std::sort(v.begin(), v.end(), [&](int x, int y) { return scramble(std::uint64_t(x)) < scramble(std::uint64_t(y)); });
-    longest = std::max(longest, v.size());
-  }
-  // Sources alternate before chunks: order the groups by (chunk, source).
-  std::vector<std::pair<std::pair<int, std::string>, const std::vector<int>*>> order;
-  for (const auto& [key, v] : groups) order.push_back({{key.second, key.first}, &v});
-  std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-  std::vector<int> out;
-  for (std::size_t r = 0; r < longest && int(out.size()) < count; ++r)
-    for (const auto& [key, v] : order)
-      if (r < v->size() && int(out.size()) < count) out.push_back((*v)[r]);
-  return out;
-}
-
 void run_profile(const ProfileArgs& a) {
   corpus::CorpusOptions opt;
   opt.families = a.families;
@@ -86,7 +53,7 @@ void run_profile(const ProfileArgs& a) {
   std::vector<Item> items;
   for (const std::string& fam : corpus::selected_families(opt))
     for (const std::string& split : a.splits)
-      for (const int i : spread_cases(fam, split, a.cases_per_split, opt)) items.push_back({fam, i});
+      for (const int i : corpus::spread_cases(fam, split, a.cases_per_split, opt)) items.push_back({fam, i});
   if (a.list_only) {
     for (const Item& it : items) {
       const corpus::CaseOrigin o = corpus::case_origin(it.family, it.index, opt);

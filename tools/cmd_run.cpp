@@ -21,6 +21,7 @@
 #include "tessera/error.hpp"
 #include "tessera/runtime.hpp"
 #include "tessera/version.hpp"
+#include "tessera_corpus/case_choice.hpp"
 #include "tessera_corpus/family.hpp"
 
 namespace tessera::tools {
@@ -41,21 +42,15 @@ struct RunArgs {
   double max_error = 1e-2;
 };
 
-/// The embedded default: the first `n` evaluation-split cases of every family (STA-real included).
+/// The embedded default: `n` evaluation-split cases of every family (STA-real included), spread over the family's
+/// sources and requests (corpus::spread_cases).
 std::vector<corpus::Case> default_cases(const RunArgs& a) {
   corpus::CorpusOptions opt;
   opt.families = a.families;
   std::vector<corpus::Case> out;
-  for (const std::string& fam : corpus::selected_families(opt)) {
-    const int count = corpus::case_count(fam, opt);
-    int taken = 0;
-    for (int i = 0; i < count && taken < a.cases_per_family; ++i) {
-      corpus::Case c = corpus::make_case(fam, i, opt);
-      if (c.meta.split != "evaluation") continue;
-      out.push_back(std::move(c));
-      ++taken;
-    }
-  }
+  for (const std::string& fam : corpus::selected_families(opt))
+    for (const int i : corpus::spread_cases(fam, "evaluation", a.cases_per_family, opt))
+      out.push_back(corpus::make_case(fam, i, opt));
   return out;
 }
 

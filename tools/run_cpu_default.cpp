@@ -12,6 +12,7 @@
 #include "tessera/reference.hpp"
 #include "tessera/runtime_cpu.hpp"
 #include "tessera/version.hpp"
+#include "tessera_corpus/case_choice.hpp"
 #include "tessera_corpus/family.hpp"
 #include "write_file.hpp"
 
@@ -41,10 +42,8 @@ int run_cpu_default(const std::vector<std::string>& families, const std::string&
              "CPU ms", "rel L2");
   std::mt19937_64 gen(seed);
   for (const std::string& fam : corpus::selected_families(opt)) {
-    const int count = corpus::case_count(fam, opt);
-    for (int i = 0; i < count; ++i) {
+    for (const int i : corpus::spread_cases(fam, "evaluation", 1, opt)) {
       const corpus::Case c = corpus::make_case(fam, i, opt);
-      if (c.meta.split != "evaluation") continue;
       const std::int64_t bq = c.meta.block_q, bkv = c.meta.block_kv;
       const std::int64_t nqb = std::min<std::int64_t>(c.mask.n_qb, std::max<std::int64_t>(1, kTokens / bq));
       const std::int64_t nkvb = std::min<std::int64_t>(c.mask.n_kvb, std::max<std::int64_t>(1, kTokens / bkv));
@@ -82,7 +81,6 @@ int run_cpu_default(const std::vector<std::string>& families, const std::string&
       records.push_back({{"family", fam}, {"source", c.meta.source_id}, {"tokens", nq}, {"heads", H},
                          {"density", info.stats.density}, {"plan", info.plan_id}, {"regime", info.regime},
                          {"cpu_ms", ms}, {"rel_l2_vs_float64_reference", err}});
-      break;
     }
   }
   nlohmann::json out = {{"tool", "tessera run (CPU plan executor, scaled-down default)"},
