@@ -3,7 +3,9 @@
 // organizations. CUDA-event median over >= 50 runs of the enqueued builders, two ways: gpu_us with a 300 us busy
 // kernel enqueued first (warm clock, as after the QKV GEMMs of a layer; the launches are enqueued while the GPU is
 // busy, so host launch gaps drop out), and idle_us right after a host synchronisation (idle clock possible, launch
-// gaps included). Plus the host wall time of the whole call (enqueue + totals copy + sync).
+// gaps included). Plus the host wall time of the whole call (enqueue + totals copy + sync). The warm samples also
+// split the GPU time at an event between the tile-row builders (rows_us, with the buffers' growth and memsets)
+// and the work-item builders (items_us).
 // Usage: bench_launch_prep [--runs N] [--heads H] [--density D] [--out DIR]   (writes DIR/launch_prep.json)
 #include <cuda_runtime.h>
 #include <cstdio>
@@ -103,20 +105,24 @@ int main(int argc, char** argv) {
   for (int o = 1; o < 5; ++o) ids.push_back(pre + "q64d.kv64d." + orgs[o] + ".s2.w4");
   for (int o = 1; o < 3; ++o) ids.push_back(pre + "q64c2.kv64p2." + orgs[o] + ".s2.w4");
 
-  cudaEvent_t e0, e1;
+  cudaEvent_t e0, e1, em;
   TESSERA_CUDA_CHECK(cudaEventCreate(&e0));
   TESSERA_CUDA_CHECK(cudaEventCreate(&e1));
+  TESSERA_CUDA_CHECK(cudaEventCreate(&em));
   nlohmann::json results = nlohmann::json::array();
-  std::printf("%-58s %10s %10s %10s %10s %9s %8s %7s\n", "plan", "gpu_us", "idle_us", "wall_us", "entries", "items",
-              "partials", "<50us");
+  std::printf("%-58s %10s %8s %8s %10s %10s %10s %9s %8s %7s\n", "plan", "gpu_us", "rows_us", "items_us", "idle_us",
+              "wall_us", "entries", "items", "partials", "<50us");
   for (const std::string& id : ids) {
     const Plan plan = parse_plan_id(id);
     DeviceTileMetadata md;
     for (int w = 0; w < 3; ++w) prepare_plan_gpu(plan, dm, pr, s, md);  // allocations happen here
     // busy = true: a 300 us busy kernel precedes every sample (the GPU is warm, as after a GEMM); false: the
     // preparation runs alone after a host synchronisation (the GPU may sit at its idle clock).
+    // Busy samples also record an event between the tile-row and the work-item builders (rows_us, items_us).
+    std::vector<double> rows_us, items_us;
     auto sample = [&](bool busy, std::vector<double>& gpu_us, std::vector<double>& wall_us) {
       if (busy) bench::keep_gpu_busy(stream, 300.0);
+      md.rows_done_event = busy ? em : nullptr;
       const auto t0 = std::chrono::steady_clock::now();
       TESSERA_CUDA_CHECK(cudaEventRecord(e0, stream));
       enqueue_prepare_plan_gpu(plan, dm, pr, s, md);
@@ -127,15 +133,24 @@ int main(int argc, char** argv) {
       TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
       gpu_us.push_back(ms * 1e3);
       wall_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      if (busy) {
+        TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, em));
+        rows_us.push_back(ms * 1e3);
+        TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, em, e1));
+        items_us.push_back(ms * 1e3);
+      }
     };
     std::vector<double> gpu_us, wall_us, idle_gpu_us, idle_wall_us;
     bench::keep_gpu_busy(stream, 20000.0);  // 20 ms to ramp the clock
     for (int r = 0; r < runs; ++r) sample(true, gpu_us, wall_us);
     for (int r = 0; r < runs; ++r) sample(false, idle_gpu_us, idle_wall_us);
+    md.rows_done_event = nullptr;
     const double g = median(gpu_us), w = median(wall_us), gi = median(idle_gpu_us);
-    std::printf("%-58s %10.1f %10.1f %10.1f %10lld %9d %8d %7s\n", id.c_str(), g, gi, w, (long long)md.n_entries,
-                md.n_items, md.n_partials, g < 50 ? "yes" : "NO");
-    results.push_back({{"plan", id}, {"gpu_us_median", g}, {"gpu_us_median_after_idle", gi},
+    const double gr = median(rows_us), gt = median(items_us);
+    std::printf("%-58s %10.1f %8.1f %8.1f %10.1f %10.1f %10lld %9d %8d %7s\n", id.c_str(), g, gr, gt, gi, w,
+                (long long)md.n_entries, md.n_items, md.n_partials, g < 50 ? "yes" : "NO");
+    results.push_back({{"plan", id}, {"gpu_us_median", g}, {"rows_us_median", gr}, {"items_us_median", gt},
+                       {"gpu_us_median_after_idle", gi},
                        {"wall_us_median", w}, {"entries", md.n_entries},
                        {"items", md.n_items}, {"partials", md.n_partials}, {"runs", runs},
                        {"metadata_bytes_bound", md.bounds.metadata_bytes}});
@@ -151,6 +166,7 @@ int main(int argc, char** argv) {
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
+  cudaEventDestroy(em);
   cudaStreamDestroy(stream);
   return 0;
 }

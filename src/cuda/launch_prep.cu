@@ -110,6 +110,8 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
                                                                   : out.tile_row_offsets.as<const std::int32_t>();
     out.kv_tile_ptr = p.pack ? nullptr : out.kv_tile.as<const std::int32_t>();
   }
+  if (out.rows_done_event)
+    TESSERA_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(out.rows_done_event), s));
   prep::ItemBuffers ib{out.row_offsets_ptr, out.items.as<WorkItem>(), out.merge_offsets.as<std::int32_t>(),
                        out.merge_targets.as<WorkItem>(), out.lookback.as<std::uint64_t>(),
                        out.keys.as<std::uint32_t>(), out.keys_alt.as<std::uint32_t>(),

@@ -28,6 +28,9 @@ struct DeviceTileMetadata {
   std::int32_t n_items = 0, n_merge = 0, n_partials = 0;
   std::int32_t sub_q = 0, sub_kv = 0, block_kv = 0, items_per_cta = 1, persistent = 0;
   PrepBounds bounds;
+  /// Benchmarks only: when set (a cudaEvent_t), enqueue_prepare_plan_gpu() records it on the stream between the
+  /// tile-row builders and the work-item builders, so their GPU times can be told apart. Null: nothing recorded.
+  void* rows_done_event = nullptr;
 
   /// Device pointers of the prepared metadata, for the kernels.
   TileMetadataView view() const noexcept;
