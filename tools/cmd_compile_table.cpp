@@ -51,6 +51,11 @@ void run_compile(const CompileArgs& a) {
     }
   }
   if (records.empty()) throw Error(ErrorCode::kFormatError, "--in", fmt::format("{} holds no profile record", a.in));
+  try {
+    check_profile_record_set(records);
+  } catch (const Error& e) {
+    throw Error(ErrorCode::kFormatError, "--in", fmt::format("{} (non-empty lines counted): {}", a.in, e.message()));
+  }
   if (std::none_of(records.begin(), records.end(), [](const ProfileRecord& r) { return r.valid; }))
     throw Error(ErrorCode::kFormatError, "--in",
                 fmt::format("{}: none of its {} records is valid (\"valid\": true)", a.in, records.size()));

@@ -76,7 +76,15 @@ void add_inspect_command(CLI::App& app) {
   cat->add_option("--arch", *arch, "Only entries that run on this architecture: family built for it and shared memory "
                                   "within its limit (sm80, sm86, sm89, sm90a, sm120)");
   cat->callback([filter, arch] {
-    const std::regex re(*filter);
+    if (!arch->empty() && !arch_from_name(*arch))
+      throw Error(ErrorCode::kInvalidArgument, "--arch",
+                  fmt::format("unknown architecture '{}' (sm80, sm86, sm89, sm90a, sm120)", *arch));
+    std::regex re;
+    try {
+      re = std::regex(*filter);
+    } catch (const std::regex_error& e) {
+      throw Error(ErrorCode::kInvalidArgument, "--filter", fmt::format("'{}' is not a valid regex: {}", *filter, e.what()));
+    }
     fmt::print("{:<34} {:<6} {:<5} {:>4} {:>9} {:>5} {:>6} {:>8}  {:<26} {}\n", "name", "family", "dtype", "D",
                "T_QxT_KV", "warps", "stages", "smem(B)", "architectures", "example plan id (Direct, B = T)");
     int shown = 0;
@@ -103,7 +111,7 @@ void add_inspect_command(CLI::App& app) {
 
   auto* plan = cmd->add_subcommand("plan", "Parse a plan id and print its parts, tiles and catalog entry");
   auto id = std::make_shared<std::string>();
-  plan->add_option("id", *id, "Plan id, e.g. sm90a.mma.bf16.d128.q64c2.kv64p4.g1.tasc.split2.s3.w4")->required();
+  plan->add_option("id", *id, "Plan id, e.g. sm90a.mma.bf16.d128.q64c2.kv64p2.g1.tasc.split2.s2.w8")->required();
   plan->callback([id] {
     Plan p;
     try {

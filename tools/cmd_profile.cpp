@@ -43,6 +43,10 @@ bool profiled_candidate(const std::string& id) {
 }
 
 void run_profile(const ProfileArgs& a) {
+  for (const std::string& sp : a.splits)
+    if (sp != "profiling" && sp != "evaluation")
+      throw Error(ErrorCode::kInvalidArgument, "--splits",
+                  fmt::format("unknown split '{}' (the corpus splits are 'profiling' and 'evaluation')", sp));
   corpus::CorpusOptions opt;
   opt.families = a.families;
   // The work list first, so progress and ETA are known.

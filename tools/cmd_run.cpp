@@ -10,6 +10,9 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <filesystem>
+#include <cstdlib>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
@@ -23,6 +26,7 @@
 #include "tessera/version.hpp"
 #include "tessera_corpus/case_choice.hpp"
 #include "tessera_corpus/family.hpp"
+#include "tessera_corpus/sta.hpp"
 
 namespace tessera::tools {
 
@@ -52,6 +56,28 @@ std::vector<corpus::Case> default_cases(const RunArgs& a) {
     for (const int i : corpus::spread_cases(fam, "evaluation", a.cases_per_family, opt))
       out.push_back(corpus::make_case(fam, i, opt));
   return out;
+}
+
+/// When STA-real is among the families, reads the real STA table before anything runs, so a missing or bad table
+/// fails at once (not after every other family) with an error naming it.
+void check_sta_table_first(const corpus::CorpusOptions& opt) {
+  const auto fams = corpus::selected_families(opt);
+  if (std::find(fams.begin(), fams.end(), "STA-real") == fams.end()) return;
+  const std::string path = corpus::default_sta_table_path();
+  const char* from = std::getenv("TESSERA_STA_TABLE") ? " (from TESSERA_STA_TABLE)" : "";
+  if (path.empty())
+    throw Error(ErrorCode::kIoError, "sta_table",
+                "the real STA table was not found: set TESSERA_STA_TABLE, or leave STA-real out with --families");
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(ErrorCode::kIoError, "sta_table", fmt::format("'{}'{} is a directory, not the STA table", path, from));
+  try {
+    (void)corpus::load_sta_table(path);
+  } catch (const Error& e) {
+    throw Error(e.code(), "sta_table", fmt::format("'{}'{}: {}", path, from, e.message()));
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::kIoError, "sta_table", fmt::format("cannot read '{}'{}: {}", path, from, e.what()));
+  }
 }
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
@@ -228,6 +254,7 @@ void add_run_command(CLI::App& app) {
       throw Error(e.code(), "--families", e.message());
     }
     check_output_dir(a->json_path, "--json");
+    check_sta_table_first(opt);
     int rc = 0;
     if (!a->cpu && cuda_device_count() > 0) {
       rc = run_gpu(*a);

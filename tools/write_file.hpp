@@ -15,11 +15,15 @@
 
 namespace tessera::tools {
 
-/// Throws Error(kIoError, option) unless `path`'s parent directory exists (checked before long runs, so a typo in an
-/// output path fails at once). `option` is the command-line option that named the path, e.g. "--json".
+/// Throws Error(kIoError, option) unless `path` is a file name whose parent directory exists and which is not itself
+/// a directory (checked before long runs, so a typo in an output path fails at once). `option` is the command-line
+/// option that named the path, e.g. "--json".
 inline void check_output_dir(const std::string& path, const char* option) {
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (path.empty()) throw Error(ErrorCode::kIoError, option, "the output path is empty");
   std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(ErrorCode::kIoError, option, fmt::format("cannot write '{}': it is a directory", path));
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
     throw Error(ErrorCode::kIoError, option,
                 fmt::format("cannot write '{}': directory '{}' does not exist", path, parent.string()));

@@ -24,7 +24,7 @@
 //           (the 2..4 stages; s1 is a Tessera addition for shared-memory-bound tiles)
 //   w<W>    warps per CTA of the catalog entry: 1..16
 //
-// Example: sm90a.mma.bf16.d128.q64c2.kv64p4.g1.tasc.split2.s3.w4
+// Example: sm90a.mma.bf16.d128.q64c2.kv64p2.g1.tasc.split2.s2.w8 (runs mma.bf16.d128.t128x128.w8.s2)
 // parse_plan_id(plan_id(P)) == P for every valid plan; parse errors name the bad token.
 #include <cstdint>
 #include <optional>

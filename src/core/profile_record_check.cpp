@@ -3,6 +3,8 @@
 #include <fmt/core.h>
 
 #include <cmath>
+#include <map>
+#include <utility>
 
 #include "core/features.hpp"
 #include "core/plan.hpp"
@@ -21,6 +23,10 @@ void check_profile_record(const ProfileRecord& r, std::string_view arch) {
   if (!r.role.empty() && r.role != "default" && r.role != "direct" && r.role != "default,direct")
     bad(fmt::format("field 'role' must be \"default\", \"direct\" or \"default,direct\" when present, got \"{}\"",
                     r.role));
+  for (int f = 0; f < kFeatureCount; ++f)
+    if (!(r.features[f] >= 0) || !std::isfinite(r.features[f]))
+      bad(fmt::format("feature '{}' must be >= 0 and finite, got {}", feature_name(static_cast<Feature>(f)),
+                      r.features[f]));
   Plan p;
   try {
     p = parse_plan_id(r.plan);
@@ -31,6 +37,38 @@ void check_profile_record(const ProfileRecord& r, std::string_view arch) {
   if (k.str() != r.key) bad(fmt::format("field 'key' '{}' does not match plan '{}' (its key is '{}')", r.key, r.plan, k.str()));
   if (!arch.empty() && k.arch != arch)
     bad(fmt::format("record arch '{}' (key '{}') differs from --arch '{}'", k.arch, r.key, arch));
+}
+
+int check_profile_record_set(const std::vector<ProfileRecord>& records) {
+  auto bad = [](std::size_t i, const std::string& msg) -> int {
+    throw Error(ErrorCode::kFormatError, "profile", fmt::format("record {}: {}", i + 1, msg));
+  };
+  std::map<std::pair<std::string, std::string>, std::size_t> case_plan;  // (case, plan) -> first record
+  std::map<std::string, std::size_t> first_of_case;
+  std::map<std::string, std::pair<std::string, std::size_t>> default_of_key;  // key -> (plan, record)
+  int profiling = 0;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const ProfileRecord& r = records[i];
+    profiling += r.split == "profile";
+    if (auto [it, fresh] = case_plan.emplace(std::make_pair(r.case_id, r.plan), i); !fresh)
+      bad(i, fmt::format("case '{}' and plan '{}' were already recorded by record {}", r.case_id, r.plan, it->second + 1));
+    if (auto [it, fresh] = first_of_case.emplace(r.case_id, i); !fresh) {
+      const ProfileRecord& f = records[it->second];
+      if (f.features != r.features || f.key != r.key || f.source != r.source || f.split != r.split ||
+          f.request != r.request)
+        bad(i, fmt::format("case '{}' has other features, key, source, request or split than record {}", r.case_id,
+                           it->second + 1));
+    }
+    if (r.role == "default" || r.role == "default,direct") {
+      if (auto [it, fresh] = default_of_key.emplace(r.key, std::make_pair(r.plan, i)); !fresh && it->second.first != r.plan)
+        bad(i, fmt::format("key '{}' has two default plans: '{}' (record {}) and '{}'", r.key, it->second.first,
+                           it->second.second + 1, r.plan));
+    }
+  }
+  if (profiling == 0)
+    throw Error(ErrorCode::kFormatError, "profile",
+                "no record of the profiling split (\"split\": \"profile\"): there is nothing to compile a table from");
+  return profiling;
 }
 
 }  // namespace tessera

@@ -1,6 +1,9 @@
 #include "core/table_compiler.hpp"
 
+#include <fmt/core.h>
+
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -187,8 +190,16 @@ ProfileRecord profile_record_from_json(const std::string& line) {
     if (r.split != "profile" && r.split != "eval")
       throw Error(ErrorCode::kFormatError, "profile", "field 'split' must be \"profile\" or \"eval\", got \"" + r.split + "\"");
     r.key = j.at("key").get<std::string>();
-    for (const auto& [name, v] : j.at("features").items())
-      r.features[static_cast<int>(feature_from_name(name))] = v.get<double>();
+    std::array<bool, kFeatureCount> seen{};
+    for (const auto& [name, v] : j.at("features").items()) {
+      const int f = static_cast<int>(feature_from_name(name));
+      r.features[f] = v.get<double>();
+      seen[f] = true;
+    }
+    for (int f = 0; f < kFeatureCount; ++f)
+      if (!seen[f])
+        throw Error(ErrorCode::kFormatError, "profile",
+                    fmt::format("field 'features' lacks '{}'", feature_name(static_cast<Feature>(f))));
     r.plan = j.at("plan").get<std::string>();
     r.latency_us = j.at("latency_us").get<double>();
     r.valid = j.at("valid").get<bool>();

@@ -3,8 +3,10 @@
 
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "core/profile_record_check.hpp"
+#include "core/table_compiler.hpp"
 #include "tessera/error.hpp"
 
 namespace tessera {
@@ -67,6 +69,63 @@ TEST(ProfileRecordCheck, RejectsBadPlanKeyRoleSplitArch) {
   r.split = "profiling";
   expect_format_error(r, "sm90a", "'split'");
   expect_format_error(good(), "sm80", "--arch");
+}
+
+TEST(ProfileRecordCheck, RejectsNegativeOrNonFiniteFeatures) {
+  ProfileRecord r = good();
+  r.features[2] = -0.1;
+  expect_format_error(r, "", "feature 'density'");
+  r.features[2] = std::numeric_limits<double>::quiet_NaN();
+  expect_format_error(r, "", "feature 'density'");
+}
+
+TEST(ProfileRecordCheck, FeaturesMustAllBePresentInJson) {
+  std::string js = profile_record_to_json(good());
+  const auto at = js.find("\"density\"");
+  ASSERT_NE(at, std::string::npos);
+  js.replace(at, std::string("\"density\"").size(), "\"density_x\"");  // unknown name
+  EXPECT_THROW(profile_record_from_json(js), Error);
+  const std::string none = [] {
+    std::string j = profile_record_to_json(good());
+    const auto a = j.find("\"features\":{"), b = j.find('}', a);
+    return j.substr(0, a) + "\"features\":{" + j.substr(b);
+  }();
+  try {
+    profile_record_from_json(none);
+    ADD_FAILURE() << "accepted a record without features";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("lacks"), std::string::npos) << e.message();
+  }
+}
+
+void expect_set_error(const std::vector<ProfileRecord>& rs, const std::string& needle) {
+  try {
+    check_profile_record_set(rs);
+    ADD_FAILURE() << "accepted the set; expected an error mentioning " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find(needle), std::string::npos) << e.message();
+  }
+}
+
+TEST(ProfileRecordCheck, SetChecks) {
+  ProfileRecord a = good(), b = good();
+  b.plan = "sm90a.mma.bf16.d64.q16d.kv16d.g1.tasc.split2.s2.w4";
+  EXPECT_EQ(check_profile_record_set({a, b}), 2);
+  expect_set_error({a, b, a}, "record 3");  // the same (case, plan) twice
+  ProfileRecord c = b;
+  c.features[0] = 99;
+  expect_set_error({a, c}, "other features");
+  a.role = "default";
+  c = b;
+  c.role = "default";
+  ProfileRecord other = good();
+  other.case_id = "c1";
+  other.role = "default";
+  EXPECT_NO_THROW(check_profile_record_set({a, other}));  // the same default plan on two cases
+  expect_set_error({a, c}, "two default plans");
+  ProfileRecord e = good();
+  e.split = "eval";
+  expect_set_error({e}, "no record of the profiling split");
 }
 
 TEST(ProfileRecordCheck, KnownArchitectures) {
