@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "request_args.hpp"
@@ -14,6 +15,7 @@
 #if TESSERA_PY_GPU
 #include <cuda_runtime_api.h>
 
+#include "tessera/cuda_types.hpp"
 #include "tessera/runtime.hpp"
 #endif
 
@@ -64,6 +66,16 @@ Runtime& runtime_for(int device) {
   return *runtimes[device];
 }
 
+/// The runtime of `device` for the dispatch queries: the ordinal must name a visible GPU (argument "device").
+Runtime& queried_runtime(int device) {
+  const int n = cuda_device_count();
+  if (device < 0 || device >= n)
+    throw Error(ErrorCode::kInvalidArgument, "device",
+                n == 0 ? std::string("no CUDA device is visible")
+                       : "no CUDA device " + std::to_string(device) + " (" + std::to_string(n) + " visible)");
+  return runtime_for(device);
+}
+
 }  // namespace
 #endif
 
@@ -101,7 +113,7 @@ void bind_gpu(nb::module_& m) {
         DispatchInfo info;
         {
           std::lock_guard<std::mutex> lock(runtime_mutex());
-          info = runtime_for(device).last_dispatch();
+          info = queried_runtime(device).last_dispatch();
         }
         return dispatch_to_dict(info);
       },
@@ -110,7 +122,7 @@ void bind_gpu(nb::module_& m) {
       "runtime_info",
       [](int device) {
         std::lock_guard<std::mutex> lock(runtime_mutex());
-        Runtime& rt = runtime_for(device);
+        Runtime& rt = queried_runtime(device);
         nb::dict d;
         d["arch"] = rt.arch();
         d["table_status"] = rt.table_status();

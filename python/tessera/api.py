@@ -128,6 +128,8 @@ def _check_cpu_dtypes(q, k, v, torch_in: bool):
     to read; the CPU path accepts numpy f16/f32/f64 and torch f16/bf16/f32/f64 (the GPU path checks its own)."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if torch_in:
+            if x.layout is not _arrays._torch.strided:
+                raise TesseraError(name, f"sparse tensors ({x.layout}) are not supported: pass a dense (strided) tensor")
             dev = x.device.type
             if dev not in ("cpu", "cuda"):
                 raise TesseraError(name, f"tensors on device '{dev}' are not supported (CPU or CUDA only); "
@@ -138,6 +140,18 @@ def _check_cpu_dtypes(q, k, v, torch_in: bool):
         elif x.dtype.name not in _CPU_NUMPY_DTYPES:
             raise TesseraError(name, f"dtype {x.dtype.name} is not supported for numpy arrays (CPU path): expected "
                                      "float16, float32 or float64")
+
+
+def _check_mask_arrays(spec: MaskSpec):
+    """The mask's torch tensors must be dense (strided) and on the CPU or a CUDA device (meta tensors carry no data);
+    whether their device matches q's is checked by the native call."""
+    for x in (spec.m0, spec.m1):
+        if _arrays.is_torch(x):
+            if x.layout is not _arrays._torch.strided:
+                raise TesseraError("block_mask", f"sparse tensors ({x.layout}) are not supported: pass dense tensors")
+            if x.device.type not in ("cpu", "cuda"):
+                raise TesseraError("block_mask", f"mask tensors on device '{x.device.type}' are not supported (CPU or "
+                                                 "CUDA only); meta tensors carry no data")
 
 
 def _to_bnhd(x, torch_in: bool):
@@ -278,6 +292,7 @@ def block_sparse_attention(q, k, v, block_mask, block_size=None, *, scale: Optio
     return_lse = bool(return_lse)
     torch_in, spec, bq, bkv, scale = _prepare(q, k, v, block_mask, block_size, scale, layout)
     _check_cpu_dtypes(q, k, v, torch_in)
+    _check_mask_arrays(spec)
     if torch_in and (q.requires_grad or k.requires_grad or v.requires_grad) and _arrays._torch.is_grad_enabled():
         raise TesseraUnsupportedError("q", "backward is not supported (forward only): call under torch.no_grad() / "
                                            "torch.inference_mode(), or detach q, k and v")
@@ -292,6 +307,8 @@ def last_dispatch(device: Optional[int] = None) -> Dict[str, Any]:
     host_dispatch_us in microseconds, total_ms). `device`: a CUDA ordinal, or None for the last call wherever it
     ran. Raises TesseraError("device") when nothing has run there yet."""
     native = _C()
+    if device is not None and (isinstance(device, (bool, np.bool_)) or not _arrays.is_int(device) or int(device) < 0):
+        raise TesseraError("device", f"expected a CUDA device ordinal (an int >= 0) or None, got {device!r}"[:200])
     if device is None:
         device = _last_device
         if device is None:

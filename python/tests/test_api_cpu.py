@@ -328,3 +328,18 @@ def test_torch_meta_tensors_are_refused(rng):
     assert _err(tessera.block_sparse_attention, q, k, v, dense, 16).argument == "q"
     e = _err(tessera.block_sparse_attention, torch.zeros((1, 64, 2, 128), dtype=torch.int32), k, v, dense, 16)
     assert e.argument == "q"
+
+
+@needs_torch
+def test_meta_or_sparse_masks_and_sparse_inputs_are_refused(rng):
+    q, k, v = (torch.randn((1, 64, 2, 128), dtype=torch.float32) for _ in range(3))
+    dense = torch.from_numpy(random_mask(rng, (1, 2, 4, 4)).astype(np.uint8))
+    assert _err(tessera.block_sparse_attention, q, k, v, dense.to("meta"), 16).argument == "block_mask"
+    assert _err(tessera.block_sparse_attention, q, k, v, dense.to_sparse(), 16).argument == "block_mask"
+    assert _err(tessera.block_sparse_attention, q.to_sparse(), k, v, dense, 16).argument == "q"
+
+
+def test_last_dispatch_device_argument_is_checked(rng):
+    for bad in ("cuda", -1, 1.5, True):
+        e = _err(tessera.last_dispatch, bad)
+        assert e.argument == "device", (bad, e)
