@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,12 @@
 #include "kernel_runner.hpp"
 #include "kernels/launch.hpp"
 #include "tessera/error.hpp"
+
+namespace tessera::kernels {
+// Prints a test parameter as its entry name: CTest test names (gtest_discover_tests appends "# GetParam() = ...")
+// then stay the same from build to build instead of embedding the struct's bytes, pointers included.
+void PrintTo(const CompiledEntry& e, std::ostream* os) { *os << e.name; }
+}  // namespace tessera::kernels
 
 namespace tessera::testing {
 namespace {
