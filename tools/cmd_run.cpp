@@ -9,7 +9,6 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
@@ -214,12 +213,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "Seed of the random Q/K/V");
   auto* cpf = cmd->get_option("--cases-per-family");
   cmd->callback([a, cpf] {
-    // Arguments checked before anything is printed or run: family names (unknown -> error), duplicates (rejected:
-    // a family given twice would run twice), and the --json directory.
-    std::set<std::string> seen;
-    for (const std::string& f : a->families)
-      if (!seen.insert(f).second)
-        throw Error(ErrorCode::kInvalidArgument, "--families", fmt::format("'{}' is given more than once", f));
+    // Arguments checked before anything is printed or run: family names (unknown or repeated -> error, from
+    // corpus::selected_families), and the --json directory.
     corpus::CorpusOptions opt;
     opt.families = a->families;
     try {
