@@ -7,17 +7,18 @@
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
 #include <vector>
 
 #include "tessera/error.hpp"
 #include "tessera_corpus/mask_file.hpp"
+#include "tessera_corpus/worker_pool.hpp"
 
 namespace tessera::corpus {
 
 CorpusSummary write_corpus(const std::string& out, const CorpusOptions& opt, int threads,
                            const std::function<void(const std::string&)>& log) {
   namespace fs = std::filesystem;
+  check_inputs(opt);  // unknown or repeated families, a missing STA table: before anything is written
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) throw Error(ErrorCode::kIoError, "out", fmt::format("cannot create '{}': {}", out, ec.message()));
@@ -55,10 +56,7 @@ CorpusSummary write_corpus(const std::string& out, const CorpusOptions& opt, int
       }
     }
   };
-  if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
+  run_workers(threads, jobs.size(), worker);
   if (err) std::rethrow_exception(err);
   CorpusSummary s;
   for (std::size_t j = 0; j < jobs.size(); ++j) {

@@ -224,9 +224,19 @@ std::vector<std::string> selected_families(const CorpusOptions& opt) {
   if (opt.families.empty()) {
     for (const auto& f : families()) v.push_back(f.name);
   } else {
-    for (const auto& f : opt.families) v.push_back(family_spec(f).name);
+    for (const auto& f : opt.families) {
+      const std::string& name = family_spec(f).name;
+      if (std::find(v.begin(), v.end(), name) != v.end())
+        throw Error(ErrorCode::kInvalidArgument, "families", fmt::format("'{}' is given more than once", name));
+      v.push_back(name);
+    }
   }
   return v;
+}
+
+void check_inputs(const CorpusOptions& opt) {
+  const auto fams = selected_families(opt);
+  if (std::find(fams.begin(), fams.end(), "STA-real") != fams.end()) (void)sta_table(opt);
 }
 
 int case_count(const std::string& family, const CorpusOptions& opt) {

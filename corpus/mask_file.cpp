@@ -2,13 +2,17 @@
 
 #include <fmt/core.h>
 
+#include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "tessera/error.hpp"
+#include "tessera_corpus/packed_mask.hpp"
 
 namespace tessera::corpus {
 
@@ -22,17 +26,36 @@ std::string meta_str(const nlohmann::json& md, const char* key) {
   if (!md.contains(key) || !md[key].is_string()) bad(fmt::format("metadata '{}' missing or not a string", key));
   return md[key].get<std::string>();
 }
-std::int64_t meta_int(const nlohmann::json& md, const char* key) {
+// A metadata integer, parsed strictly: the whole string is one decimal integer (no sign for unsigned types, no
+// blanks) in [lo, hi].
+template <class T>
+T meta_int(const nlohmann::json& md, const char* key, T lo, T hi) {
   const std::string s = meta_str(md, key);
-  try {
-    std::size_t pos = 0;
-    const long long v = std::stoll(s, &pos);
-    if (pos != s.size()) throw std::invalid_argument(s);
-    return v;
-  } catch (const std::exception&) {
-    bad(fmt::format("metadata '{}' = '{}' is not an integer", key, s));
-  }
+  T v{};
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty() || v < lo || v > hi)
+    bad(fmt::format("metadata '{}' = '{}' is not an integer in [{}, {}]", key, s, lo, hi));
+  return v;
 }
+std::int64_t meta_extent(const nlohmann::json& md, const char* key) {
+  return meta_int<std::int64_t>(md, key, 0, std::numeric_limits<std::int64_t>::max());
+}
+int meta_small(const nlohmann::json& md, const char* key, int lo) {
+  return meta_int<int>(md, key, lo, std::numeric_limits<int>::max());
+}
+// An array of `n` non-negative JSON integers (tensor 'mask' field `key`).
+std::vector<std::uint64_t> tensor_ints(const nlohmann::json& t, const char* key, std::size_t n) {
+  if (!t.contains(key) || !t[key].is_array() || t[key].size() != n)
+    bad(fmt::format("tensor 'mask' field '{}' missing or not an array of {} integers", key, n));
+  std::vector<std::uint64_t> v;
+  for (const auto& e : t[key]) {
+    if (!e.is_number_unsigned())
+      bad(fmt::format("tensor 'mask' field '{}' holds {} (not a non-negative integer)", key, e.dump()));
+    v.push_back(e.get<std::uint64_t>());
+  }
+  return v;
+}
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0); }
 }  // namespace
 
 std::vector<std::uint8_t> encode_mask_file(const Case& c) {
@@ -73,23 +96,37 @@ Case decode_mask_file(const std::vector<std::uint8_t>& b) {
   } catch (const nlohmann::json::exception& e) {
     bad(fmt::format("header is not valid JSON: {}", e.what()));
   }
+  if (!header.is_object()) bad("header is not a JSON object");
   if (!header.contains("__metadata__") || !header["__metadata__"].is_object()) bad("no __metadata__");
   const auto& md = header["__metadata__"];
   if (meta_str(md, "format") != kFormat) bad("format is not " + std::string(kFormat));
   if (!header.contains("mask")) bad("no tensor 'mask'");
   const auto& t = header["mask"];
-  if (t.value("dtype", "") != "U8") bad("tensor 'mask' dtype is not U8");
-  const auto shape = t.value("shape", std::vector<std::int64_t>{});
-  const auto offs = t.value("data_offsets", std::vector<std::uint64_t>{});
-  const std::int64_t heads = meta_int(md, "heads"), n_qb = meta_int(md, "n_qb"), n_kvb = meta_int(md, "n_kvb");
-  if (heads < 0 || n_qb < 0 || n_kvb < 0) bad("negative extent");
+  if (!t.is_object()) bad(fmt::format("tensor 'mask' is {} (not an object)", t.type_name()));
+  if (!t.contains("dtype") || t["dtype"] != "U8") bad("tensor 'mask' field 'dtype' is not \"U8\"");
+  const auto shape = tensor_ints(t, "shape", 4);
+  const auto offs = tensor_ints(t, "data_offsets", 2);
+  const std::int64_t heads = meta_int<std::int64_t>(md, "heads", 0, std::numeric_limits<int>::max());
+  const std::int64_t n_qb = meta_extent(md, "n_qb"), n_kvb = meta_extent(md, "n_kvb");
+  // The byte size is checked against the stored tensor before anything is allocated or read.
+  std::int64_t bytes = 0;
+  if (!packed_mask_bytes(heads, n_qb, n_kvb, &bytes))
+    bad(fmt::format("metadata heads x n_qb x ceil(n_kvb / 8) = {} x {} x {} bytes overflows 64 bits", heads, n_qb,
+                    ceil_div(n_kvb, 8)));
+  const std::vector<std::uint64_t> want = {1, std::uint64_t(heads), std::uint64_t(n_qb),
+                                           std::uint64_t(ceil_div(n_kvb, 8))};
+  if (shape != want)
+    bad(fmt::format("tensor 'mask' field 'shape' [{}, {}, {}, {}] disagrees with heads/n_qb/n_kvb (expected [{}, {}, "
+                    "{}, {}])", shape[0], shape[1], shape[2], shape[3], want[0], want[1], want[2], want[3]));
+  if (offs[0] != 0 || offs[1] != std::uint64_t(bytes))
+    bad(fmt::format("tensor 'mask' field 'data_offsets' [{}, {}] does not match its shape ([0, {}])", offs[0], offs[1],
+                    bytes));
+  if (offs[1] > b.size() - 8 - n)
+    bad(fmt::format("tensor 'mask' field 'data_offsets' [0, {}] needs {} bytes but the file holds {} after the header",
+                    offs[1], offs[1], b.size() - 8 - n));
   Case c;
   c.mask = PackedMask(heads, n_qb, n_kvb);
-  const std::vector<std::int64_t> want = {1, heads, n_qb, c.mask.row_bytes};
-  if (shape != want) bad("tensor 'mask' shape disagrees with heads/n_qb/n_kvb");
-  if (offs.size() != 2 || offs[0] != 0 || offs[1] != c.mask.bits.size() || 8 + n + offs[1] > b.size())
-    bad("tensor 'mask' data_offsets do not match its shape or the file size");
-  std::memcpy(c.mask.bits.data(), b.data() + 8 + n, c.mask.bits.size());
+  if (!c.mask.bits.empty()) std::memcpy(c.mask.bits.data(), b.data() + 8 + n, c.mask.bits.size());
   // Bits past n_kvb in the last byte of every row are padding: they must be zero (else they would count as blocks).
   if (const int used = int(n_kvb % 8); used != 0 && c.mask.row_bytes > 0) {
     const std::uint8_t pad = std::uint8_t((1u << (8 - used)) - 1u);
@@ -108,19 +145,18 @@ Case decode_mask_file(const std::vector<std::uint8_t>& b) {
   m.split = meta_str(md, "split");
   m.head_ids = meta_str(md, "head_ids");
   m.notes = meta_str(md, "notes");
-  m.n_q = meta_int(md, "n_q");
-  m.n_kv = meta_int(md, "n_kv");
-  m.tokens_real = meta_int(md, "tokens_real");
-  m.block_q = int(meta_int(md, "block_q"));
-  m.block_kv = int(meta_int(md, "block_kv"));
+  m.n_q = meta_extent(md, "n_q");
+  m.n_kv = meta_extent(md, "n_kv");
+  m.tokens_real = meta_extent(md, "tokens_real");
+  m.block_q = meta_small(md, "block_q", 1);
+  m.block_kv = meta_small(md, "block_kv", 1);
   m.heads = int(heads);
-  m.step = int(meta_int(md, "step"));
-  m.layer = int(meta_int(md, "layer"));
-  m.chunk = int(meta_int(md, "chunk"));
-  m.index = int(meta_int(md, "index"));
-  m.seed = std::uint64_t(std::stoull(meta_str(md, "seed")));
-  if (m.block_q <= 0 || m.block_kv <= 0 || (m.n_q + m.block_q - 1) / m.block_q != n_qb ||
-      (m.n_kv + m.block_kv - 1) / m.block_kv != n_kvb)
+  m.step = meta_small(md, "step", 0);
+  m.layer = meta_small(md, "layer", 0);
+  m.chunk = meta_small(md, "chunk", 0);
+  m.index = meta_small(md, "index", 0);
+  m.seed = meta_int<std::uint64_t>(md, "seed", 0, std::numeric_limits<std::uint64_t>::max());
+  if (ceil_div(m.n_q, m.block_q) != n_qb || ceil_div(m.n_kv, m.block_kv) != n_kvb)
     bad("n_q/block_q or n_kv/block_kv disagree with n_qb/n_kvb");
   return c;
 }
@@ -140,8 +176,11 @@ Case read_mask_file(const std::string& path) {
     throw Error(ErrorCode::kIoError, path, "is a directory, not a mask file");
   std::vector<std::uint8_t> bytes;
   try {
+    errno = 0;
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(ErrorCode::kIoError, path, "cannot read the mask file");
+    if (!in)
+      throw Error(ErrorCode::kIoError, path,
+                  fmt::format("cannot read the mask file: {}", errno ? std::strerror(errno) : "open failed"));
     bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     if (in.bad()) throw Error(ErrorCode::kIoError, path, "read failed");
   } catch (const Error&) {

@@ -1,15 +1,27 @@
 #include "tessera_corpus/packed_mask.hpp"
 
+#include <fmt/core.h>
+
 #include <bit>
 
 #include "tessera/error.hpp"
 
 namespace tessera::corpus {
 
+bool packed_mask_bytes(std::int64_t h, std::int64_t q, std::int64_t k, std::int64_t* bytes) noexcept {
+  if (h < 0 || q < 0 || k < 0) return false;
+  std::int64_t hq = 0;
+  return !__builtin_mul_overflow(h, q, &hq) && !__builtin_mul_overflow(hq, k / 8 + (k % 8 != 0), bytes);
+}
+
 PackedMask::PackedMask(std::int64_t h, std::int64_t q, std::int64_t k) : heads(h), n_qb(q), n_kvb(k) {
   if (h < 0 || q < 0 || k < 0) throw Error(ErrorCode::kInvalidArgument, "mask", "negative mask extent");
-  row_bytes = (k + 7) / 8;
-  bits.assign(std::size_t(h * q * row_bytes), 0);
+  std::int64_t n = 0;
+  if (!packed_mask_bytes(h, q, k, &n))
+    throw Error(ErrorCode::kInvalidArgument, "mask",
+                fmt::format("a mask of {} x {} x {} blocks overflows 64-bit byte counts", h, q, k));
+  row_bytes = k / 8 + (k % 8 != 0);
+  bits.assign(std::size_t(n), 0);
 }
 
 void PackedMask::set_range(std::int64_t h, std::int64_t q, std::int64_t k0, std::int64_t k1) noexcept {
@@ -36,7 +48,12 @@ std::int64_t PackedMask::count() const noexcept {
 }
 
 std::vector<std::uint8_t> unpack(const PackedMask& m) {
-  std::vector<std::uint8_t> d(std::size_t(m.heads * m.n_qb * m.n_kvb));
+  std::int64_t n = 0;
+  if (m.heads < 0 || m.n_qb < 0 || m.n_kvb < 0 || __builtin_mul_overflow(m.heads, m.n_qb, &n) ||
+      __builtin_mul_overflow(n, m.n_kvb, &n))
+    throw Error(ErrorCode::kInvalidArgument, "mask",
+                fmt::format("a dense mask of {} x {} x {} blocks overflows 64-bit sizes", m.heads, m.n_qb, m.n_kvb));
+  std::vector<std::uint8_t> d(static_cast<std::size_t>(n));
   std::size_t i = 0;
   for (std::int64_t h = 0; h < m.heads; ++h)
     for (std::int64_t q = 0; q < m.n_qb; ++q) {

@@ -25,8 +25,11 @@ std::vector<std::string> mask_files(const std::vector<std::string>& inputs) {
   std::vector<std::string> files;
   for (const auto& in : inputs) {
     if (fs::is_directory(in)) {
+      const std::size_t before = files.size();
       for (const auto& e : fs::recursive_directory_iterator(in))
         if (e.is_regular_file() && e.path().extension() == ".safetensors") files.push_back(e.path().string());
+      if (files.size() == before)
+        throw Error(ErrorCode::kInvalidArgument, "inputs", fmt::format("no mask files (*.safetensors) in '{}'", in));
     } else if (fs::is_regular_file(in)) {
       files.push_back(in);
     } else {
@@ -61,8 +64,10 @@ void add_masks_command(CLI::App& app) {
   gen->add_option("--seed", seed, "Seed of every synthetic case (default 0)");
   gen->add_option("--families", fams, "Families to generate (default: all)");
   gen->add_flag("--small", small, "Scaled-down corpus (CI)");
-  gen->add_option("--threads", threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  gen->add_option("--sta-table", sta_table, "Real STA table JSON (default: shared/masks or $TESSERA_STA_TABLE)");
+  gen->add_option("--threads", threads, "Worker threads, 1..1024 (default: all cores; never more than the cases)")
+      ->check(CLI::Range(1, 1024));
+  gen->add_option("--sta-table", sta_table,
+                  "Real STA table JSON (default: $TESSERA_STA_TABLE, else corpus/data, else shared/masks)");
   gen->callback([] {
     corpus::CorpusOptions opt;
     opt.seed = seed;
@@ -84,11 +89,12 @@ void add_masks_command(CLI::App& app) {
     std::map<std::string, std::pair<int, CaseStats>> fam;
     std::map<std::string, std::pair<int, CaseStats>> src;
     std::map<std::string, int> split;
+    const std::vector<std::string> files = mask_files(stat_inputs);  // before any output: none found is an error
     fmt::print("{:<12} {:>6} {:>8} {:>9} {:>8} {:>8} {:>7} {:>8}  run-length histogram (fraction of runs: ", "family",
                "cases", "density", "runs/row", "min/row", "max/row", "empty", "diag");
     for (int b = 0; b < corpus::kRunBuckets; ++b) fmt::print("{}{}", b ? " " : "", corpus::run_bucket_label(b));
     fmt::print(")\n");
-    for (const auto& f : mask_files(stat_inputs)) {
+    for (const auto& f : files) {
       const corpus::Case c = corpus::read_mask_file(f);
       const CaseStats s = corpus::case_stats(c.mask, c.meta.block_q, c.meta.block_kv);
       if (per_file) print_stats_row(fs::path(f).filename().string(), 1, s);

@@ -9,10 +9,9 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <set>
-#include <filesystem>
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
@@ -58,21 +57,18 @@ std::vector<corpus::Case> default_cases(const RunArgs& a) {
   return out;
 }
 
-/// When STA-real is among the families, reads the real STA table before anything runs, so a missing or bad table
-/// fails at once (not after every other family) with an error naming it.
+/// Reads what the cases need before anything runs (corpus::check_inputs: the families and, with STA-real, the
+/// real STA table), so a missing or bad table fails at once, not after every other family, with an error naming it.
 void check_sta_table_first(const corpus::CorpusOptions& opt) {
   const auto fams = corpus::selected_families(opt);
   if (std::find(fams.begin(), fams.end(), "STA-real") == fams.end()) return;
   const std::string path = corpus::default_sta_table_path();
   const char* from = std::getenv("TESSERA_STA_TABLE") ? " (from TESSERA_STA_TABLE)" : "";
-  if (path.empty())
-    throw Error(ErrorCode::kIoError, "sta_table",
-                "the real STA table was not found: set TESSERA_STA_TABLE, or leave STA-real out with --families");
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
+  if (!path.empty() && std::filesystem::is_directory(path, ec))
     throw Error(ErrorCode::kIoError, "sta_table", fmt::format("'{}'{} is a directory, not the STA table", path, from));
   try {
-    (void)corpus::load_sta_table(path);
+    corpus::check_inputs(opt);
   } catch (const Error& e) {
     throw Error(e.code(), "sta_table", fmt::format("'{}'{}: {}", path, from, e.message()));
   } catch (const std::exception& e) {
@@ -240,12 +236,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "Seed of the random Q/K/V");
   auto* cpf = cmd->get_option("--cases-per-family");
   cmd->callback([a, cpf] {
-    // Arguments checked before anything is printed or run: family names (unknown -> error), duplicates (rejected:
-    // a family given twice would run twice), and the --json directory.
-    std::set<std::string> seen;
-    for (const std::string& f : a->families)
-      if (!seen.insert(f).second)
-        throw Error(ErrorCode::kInvalidArgument, "--families", fmt::format("'{}' is given more than once", f));
+    // Arguments checked before anything is printed or run: family names (unknown or repeated -> error, from
+    // corpus::selected_families), and the --json directory.
     corpus::CorpusOptions opt;
     opt.families = a->families;
     try {

@@ -3,7 +3,8 @@ file, and nothing is reported as written that was not.
 
 Usage: python3 test_cli_errors.py TESSERA_BINARY WORK_DIR
 Covers: checked output files (run --json, compile-table --out), compile-table record checks, run argument checks
-(--families, --cases-per-family on the CPU path), mask files (padding bits, errors naming the path, directories),
+(--families, --cases-per-family on the CPU path), mask files (padding bits, errors naming the path, directories,
+crafted headers: overflowing sizes, bad integers and types), masks generate/stats and profile --list argument checks,
 inspect catalog / inspect plan.
 """
 import json
@@ -124,6 +125,88 @@ def mask_files(tessera, work):
     check(rc == 2 and bad_dir in se and "io error" in se, "inspect-mask DIR: io error naming the path", so + se)
 
 
+def crafted_mask(path, meta=None, tensor=None, data=b"\0" * 8):
+    """A mask file of 1 head x 8 q blocks x 8 kv blocks with metadata/tensor fields replaced."""
+    md = {k: "x" for k in ["family", "source_id", "model", "sparsifier", "kind", "token_order", "split", "head_ids",
+                           "notes", "bit_order"]}
+    md.update(format="tessera-mask-v1", heads="1", n_qb="8", n_kvb="8", n_q="8", n_kv="8", tokens_real="8",
+              block_q="1", block_kv="1", step="0", layer="0", chunk="0", index="0", seed="0")
+    md.update(meta or {})
+    t = {"dtype": "U8", "shape": [1, 1, 8, 1], "data_offsets": [0, 8]}
+    t.update(tensor or {})
+    h = json.dumps({"__metadata__": md, "mask": t}).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + data)
+
+
+def crafted_mask_files(tessera, work):
+    d = os.path.join(work, "crafted")
+    os.makedirs(d, exist_ok=True)
+    good = os.path.join(d, "good.safetensors")
+    crafted_mask(good)
+    rc, so, se = run(tessera, "inspect-mask", good)
+    check(rc == 0 and "blocks 8x8" in so, "inspect-mask of the crafted good file", so + se)
+    big = str(2 ** 32)
+    cases = {
+        # heads x n_qb x row_bytes = 2^64 wraps to 0: was a segfault.
+        "overflow": ({"heads": big, "n_qb": big, "n_q": big}, {"shape": [1, 2 ** 32, 2 ** 32, 1],
+                                                               "data_offsets": [0, 0]}, b"", "'heads'"),
+        "overflow2": ({"heads": str(2 ** 31 - 1), "n_qb": str(2 ** 62), "n_q": str(2 ** 62)},
+                      {"shape": [1, 2 ** 31 - 1, 2 ** 62, 1], "data_offsets": [0, 0]}, b"", "overflow"),
+        # 1 TiB declared, nothing stored: was std::bad_alloc.
+        "huge": ({"n_qb": str(2 ** 40), "n_q": str(2 ** 40)}, {"shape": [1, 1, 2 ** 40, 1],
+                                                              "data_offsets": [0, 2 ** 40]}, b"", "'data_offsets'"),
+        "seed_abc": ({"seed": "abc"}, None, b"\0" * 8, "'seed'"),
+        "seed_neg": ({"seed": "-1"}, None, b"\0" * 8, "'seed'"),
+        "block_q_wrap": ({"block_q": str(2 ** 32 + 1)}, None, b"\0" * 8, "'block_q'"),
+        "shape_str": (None, {"shape": "abc"}, b"\0" * 8, "'shape'"),
+    }
+    for name, (meta, tensor, data, needle) in cases.items():
+        p = os.path.join(d, name + ".safetensors")
+        crafted_mask(p, meta, tensor, data)
+        for args in (["inspect-mask", p], ["masks", "stats", p], ["masks", "render", p, "--out", p + ".png"]):
+            rc, so, se = run(tessera, *args)
+            check(rc == 2 and "format error" in se and p in se and needle in se, f"{' '.join(args[:2])} {name}",
+                  f"rc {rc}\n" + so + se)
+    p = os.path.join(d, "masknum.safetensors")
+    with open(p, "wb") as f:
+        h = json.dumps({"__metadata__": {"format": "tessera-mask-v1"}, "mask": 5}).encode()
+        h += b" " * (-len(h) % 8)
+        f.write(len(h).to_bytes(8, "little") + h)
+    rc, so, se = run(tessera, "inspect-mask", p)
+    check(rc == 2 and "format error" in se and "'mask'" in se, "inspect-mask: 'mask' as a number", so + se)
+    missing = os.path.join(d, "missing.safetensors")
+    rc, so, se = run(tessera, "inspect-mask", missing)
+    check(rc == 2 and missing in se and "No such file or directory" in se, "inspect-mask of a missing file: reason",
+          so + se)
+    empty = os.path.join(d, "empty_dir")
+    os.makedirs(empty, exist_ok=True)
+    rc, so, se = run(tessera, "masks", "stats", empty)
+    check(rc != 0 and empty in se and "no mask files" in se and so == "", "masks stats of an empty directory", so + se)
+
+
+def corpus_commands(tessera, work):
+    out = os.path.join(work, "gen_out")
+    shutil.rmtree(out, ignore_errors=True)
+    rc, so, se = run(tessera, "masks", "generate", "--small", "--families", "Q64K64", "Q64K64", "--out", out)
+    check(rc != 0 and "more than once" in se and not os.path.exists(out), "masks generate --families X X", so + se)
+    rc, so, se = run(tessera, "profile", "--list", "--families", "Q64K64", "Q64K64")
+    check(rc != 0 and "more than once" in se and so == "", "profile --list --families X X", so + se)
+    bad_table = os.path.join(work, "bad_sta.json")
+    with open(bad_table, "w") as f:
+        f.write('{"x": ')
+    rc, so, se = run(tessera, "masks", "generate", "--small", "--families", "Q64K64", "STA-real", "--sta-table",
+                     bad_table, "--out", out)
+    check(rc != 0 and "sta_table" in se and not os.path.exists(out), "masks generate: bad STA table writes nothing",
+          so + se)
+    for n in ("0", "1025", "40000"):
+        rc, so, se = run(tessera, "masks", "generate", "--small", "--families", "Q16K16", "--threads", n, "--out", out)
+        check(rc > 0 and "--threads" in se and not os.path.exists(out), f"masks generate --threads {n}", so + se)
+    rc, so, se = run(tessera, "masks", "generate", "--small", "--families", "Q16K16", "--threads", "1024", "--out", out)
+    check(rc == 0 and os.path.exists(os.path.join(out, "manifest.json")), "masks generate --threads 1024", so + se)
+
+
 def inspect(tessera):
     rc, so, se = run(tessera, "inspect", "catalog")
     check(rc == 0 and "example plan id" in so and "inspect plan` takes a plan id" in so, "inspect catalog", so + se)
@@ -163,6 +246,8 @@ def main():
     compile_table(tessera, work)
     run_command(tessera, work)
     mask_files(tessera, work)
+    crafted_mask_files(tessera, work)
+    corpus_commands(tessera, work)
     inspect(tessera)
     if FAILURES:
         print(f"{len(FAILURES)} failure(s)")

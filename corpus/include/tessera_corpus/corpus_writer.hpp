@@ -18,8 +18,10 @@ struct CorpusSummary {
   std::int64_t bytes = 0;
 };
 
-/// Generates every selected case with `threads` worker threads (0 = hardware concurrency) and writes the files and
-/// the manifest. Output bytes depend only on opt (not on threads). Throws tessera::Error(kIoError, "out").
+/// Generates every selected case with `threads` worker threads (0 = hardware concurrency; never more than the cases;
+/// run_workers) and writes the files and the manifest. Output bytes depend only on opt (not on threads). The inputs
+/// are checked first (check_inputs: family names, the STA table), so those errors leave nothing written. Throws
+/// what check_inputs throws, tessera::Error(kIoError, "out") when the directory or a file cannot be written.
 CorpusSummary write_corpus(const std::string& out, const CorpusOptions& opt, int threads,
                            const std::function<void(const std::string&)>& log = {});
 

@@ -84,7 +84,15 @@ CaseOrigin case_origin(const std::string& family, int index, const CorpusOptions
 /// table is needed and missing.
 Case make_case(const std::string& family, int index, const CorpusOptions& opt);
 
-/// The families selected by opt (all when opt.families is empty); throws for an unknown name.
+/// The families selected by opt (all when opt.families is empty), in the order given. Throws
+/// tessera::Error(kInvalidArgument, "family") for an unknown name, (kInvalidArgument, "families") for a name given
+/// more than once.
 std::vector<std::string> selected_families(const CorpusOptions& opt);
+
+/// Checks everything make_case() reads besides opt itself, before any case is made: the selected families
+/// (selected_families) and, when STA-real is among them, the real STA table (loaded and cached). Throws as
+/// selected_families, kIoError when the table is missing or unreadable, (kFormatError, "sta_table")
+/// when it is malformed.
+void check_inputs(const CorpusOptions& opt);
 
 }  // namespace tessera::corpus

@@ -10,13 +10,18 @@
 
 namespace tessera::corpus {
 
+/// Byte size heads * n_qb * ceil(n_kvb / 8) of a packed mask, into *bytes. Returns false (leaving *bytes
+/// unspecified) when an extent is negative or the size overflows std::int64_t.
+bool packed_mask_bytes(std::int64_t heads, std::int64_t n_qb, std::int64_t n_kvb, std::int64_t* bytes) noexcept;
+
 struct PackedMask {
   std::int64_t heads = 0, n_qb = 0, n_kvb = 0;
   std::int64_t row_bytes = 0;     ///< ceil(n_kvb / 8)
   std::vector<std::uint8_t> bits;  ///< [heads, n_qb, row_bytes]
 
   PackedMask() = default;
-  /// All-zero mask. Throws tessera::Error(kInvalidArgument, "mask") for negative extents.
+  /// All-zero mask. Throws tessera::Error(kInvalidArgument, "mask") for negative extents or a byte size that
+  /// overflows std::int64_t (packed_mask_bytes).
   PackedMask(std::int64_t heads, std::int64_t n_qb, std::int64_t n_kvb);
 
   std::uint8_t* row(std::int64_t h, std::int64_t q) noexcept { return bits.data() + (h * n_qb + q) * row_bytes; }
@@ -39,7 +44,8 @@ struct PackedMask {
   bool operator==(const PackedMask&) const = default;
 };
 
-/// Dense uint8 copy [1, H, n_qb, n_kvb] (0/1) of a packed mask.
+/// Dense uint8 copy [1, H, n_qb, n_kvb] (0/1) of a packed mask. Throws tessera::Error(kInvalidArgument, "mask")
+/// when H * n_qb * n_kvb overflows std::int64_t.
 std::vector<std::uint8_t> unpack(const PackedMask& m);
 /// Packs a dense [H, n_qb, n_kvb] mask (non-zero = active).
 PackedMask pack(const std::uint8_t* dense, std::int64_t heads, std::int64_t n_qb, std::int64_t n_kvb);
