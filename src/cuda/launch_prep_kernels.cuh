@@ -31,15 +31,16 @@ bool tile_offsets_are_mask_offsets(const PrepParams& p);
 /// Look-back state words (launch_prep_lookback.cuh) of the single-pass tile-row builder.
 std::int64_t tile_rows_lookback_words(const PrepParams& p);
 
-/// Whether the single-pass builder serves plan `p` (a CTA's row bitmaps fit in shared memory).
+/// Whether the single-pass builder serves plan `p`: a span form (not packed KV) whose CTA row bitmaps fit in
+/// shared memory.
 bool tile_rows_single_pass_fits(const PrepParams& p);
 
-/// Single-pass tile-row builder (launch_prep_rows_single_pass.cu): writes the rows' entries in ascending or
-/// descending traversal order and, unless tile_offsets_are_mask_offsets(p), tile_offsets. Returns false without
-/// launching anything when a CTA's row bitmaps would not fit in shared memory (very long kv rows).
+/// Single-pass tile-row builder (launch_prep_rows_single_pass.cu): writes the rows' entries (kv_tile, member) in
+/// ascending or descending traversal order and, unless tile_offsets_are_mask_offsets(p), tile_offsets. Returns false
+/// without launching anything when !tile_rows_single_pass_fits(p) (packed KV, or very long kv rows).
 bool build_tile_rows_single_pass(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                                  std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                                 std::uint64_t* member, std::int32_t* gather, cudaStream_t stream);
+                                 std::uint64_t* member, cudaStream_t stream);
 
 /// Builds the tile rows (single pass, else count + scan + fill), then applies the traversal order.
 /// launch_prep_tiles.cu.

@@ -1,4 +1,4 @@
-// Single-pass GPU tile-row builder: every tile row's entries, membership and packed gather lists, and the tile-row
+// Single-pass GPU tile-row builder (span forms): every tile row's entries and membership, and the tile-row
 // offsets, in one launch that reads mu(M)'s columns once. Output is defined by core/launch_prep_rules.hpp
 // (build_tile_row, reorder_tile_row for desc) and equals the CPU twins bit for bit; only the method differs:
 //  - One warp per tile row, 4 rows per CTA. The warp loads all columns of the row's c_q logical rows (contiguous
@@ -9,9 +9,8 @@
 //    tile_offsets (the last row also tile_offsets[rows]). No count pass, no scan launch.
 //  - Emission from the bitmap into a per-warp staging area in shared memory, stored by the warp coalesced (a
 //    piece of up to kStage entries at a time). Span forms: lane L expands word L of each 32-word stretch (a warp
-//    scan of the per-word counts gives positions). Packed form: the lane holding an entry's first unit builds the
-//    whole entry (its pack slots found by walking the bitmap forward, -1 padding, membership): no clearing, no
-//    atomics. Descending traversal is the index permutation n - 1 - k.
+//    scan of the per-word counts gives positions). Descending traversal is the index permutation n - 1 - k.
+// Packed KV uses the two-pass builder (see tile_rows_single_pass_fits).
 // Rows whose bitmaps do not fit (4 * c_q * ceil(n_kvb / 32) words > 32 KB: n_kvb > 8,192 at c_q = 8, > 16,384 at
 // c_q = 4, > 32,768 at c_q = 2, > 65,536 at c_q = 1) use the two-pass builder in
 // launch_prep_tiles.cu. With known offsets (Direct KV: mu(M)'s own) the look-back is skipped.
@@ -32,8 +31,8 @@ using namespace detail;
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kLoadDepth = 4;                  // column loads in flight per lane
-// CTAs per SM the register budget must allow: span forms 12 (40 registers), packed 10 (48; at 40 it spills).
-constexpr int kMinCtasSpan = 12, kMinCtasPacked = 10;
+// CTAs per SM the register budget must allow: 12 (40 registers).
+constexpr int kMinCtasSpan = 12;
 constexpr int kStage = 256;                    // span entries staged per warp and piece (12 KB per CTA)
 // Bitmap bytes per CTA (dynamic shared memory): with the 12.5 KB static part below the 48 KB that needs no opt-in.
 constexpr std::int64_t kMaxSmemBytes = 32 * 1024;
@@ -90,12 +89,10 @@ __device__ __forceinline__ std::int32_t count_row(const UnitRules& ur, const Row
   std::int32_t n = 0;
   for (std::int32_t w = threadIdx.x % 32; w < r.words; w += 32)
     n += ur.count(group_heads(r.union_word(w), ur.c_kv), w * 32);
-  n = warp_sum(n);
-  return ur.pack ? (n + ur.pack - 1) / ur.pack : n;
+  return warp_sum(n);  // span forms only (no packing)
 }
 
-// Staging of emitted entries in shared memory, per warp and piece: span forms kStage entries (kv tile +
-// membership), packed form kStage / pack entries (pack gather slots in kv + membership).
+// Staging of emitted entries in shared memory, per warp and piece: kStage entries (kv tile + membership).
 struct SpanStage {
   std::int32_t* kv;
   std::uint64_t* member;
@@ -160,93 +157,15 @@ __device__ __forceinline__ void emit_span_row(const PrepParams& p, const UnitRul
   }
 }
 
-// Membership bits of unit (w, b) in packed slot `slot`: bit qi * 8 + slot for every logical row qi holding it.
-__device__ __forceinline__ std::uint64_t packed_bits(const RowBitmap& r, std::int32_t w, int b, int slot) {
-  std::uint64_t bits = 0;
-  for (int qi = 0; qi < r.nq; ++qi) bits |= static_cast<std::uint64_t>((r.word(qi, w) >> b) & 1u) << (qi * 8 + slot);
-  return bits;
-}
-
-// Packed form: the entry whose first unit is (w, b): its pack slots (the next units of the row, -1 past the row's
-// last unit) into slots[0 .. pack), its membership into *bits.
-__device__ __forceinline__ void packed_entry(const PrepParams& p, const RowBitmap& r, std::int32_t w, int b,
-                                             std::int32_t* slots, std::uint64_t* bits_out) {
-  slots[0] = w * 32 + b;
-  std::uint64_t bits = p.membership ? packed_bits(r, w, b, 0) : 0;
-  std::uint32_t rest = r.union_word(w) & ~((2u << b) - 1u);  // units of word w after b (none when b == 31)
-  for (int slot = 1; slot < p.pack; ++slot) {
-    while (rest == 0 && w + 1 < r.words) rest = r.union_word(++w);
-    if (rest == 0) {
-      slots[slot] = -1;  // padding: the row has no more units
-      continue;
-    }
-    const int bb = __ffs(rest) - 1;
-    rest &= rest - 1;
-    slots[slot] = w * 32 + bb;
-    if (p.membership) bits |= packed_bits(r, w, bb, slot);
-  }
-  *bits_out = bits;
-}
-
-// Packed form: entries of the row at o .. o + n_row (desc: reversed). For each stretch of 32 words (c_kv == 1:
-// every active block is a unit), the lane holding unit rank g with g % pack == 0 builds entry g / pack (walking the
-// bitmap forward for its other slots) into the warp's staging area, kStage / pack entries per piece; the warp then
-// stores the piece coalesced. No clearing, no atomics: every entry is built whole by one lane.
-__device__ __forceinline__ void emit_packed_row(const PrepParams& p, const RowBitmap& r, std::int64_t o,
-                                                std::int32_t n_row, int desc, SpanStage st,
-                                                std::int32_t* __restrict__ gather, std::uint64_t* __restrict__ member) {
-  const int lane = threadIdx.x % 32;
-  const int pack = p.pack;
-  const int log_pack = log2_factor(pack);
-  const std::int32_t per_piece = kStage >> log_pack;
-  std::int32_t done = 0;  // units of the row before this stretch
-  for (std::int32_t w0 = 0; w0 < r.words; w0 += 32) {
-    const std::int32_t w = w0 + lane;
-    const std::uint32_t u = w < r.words ? r.union_word(w) : 0u;
-    if (__ballot_sync(kFull, u != 0) == 0) continue;  // warp-uniform
-    const std::int32_t count = __popc(u);
-    const std::int32_t first = done + warp_exclusive_scan(count, lane);  // unit rank of the lane's first unit
-    const std::int32_t total = warp_sum(count);
-    // Entries whose first unit lies in this stretch.
-    const std::int32_t e_begin = (done + pack - 1) >> log_pack, e_end = (done + total + pack - 1) >> log_pack;
-    for (std::int32_t piece = e_begin; piece < e_end; piece += per_piece) {
-      const std::int32_t piece_end = min(piece + per_piece, e_end);
-      if (first < piece_end * pack && first + count > piece * pack) {
-        std::int32_t g = first;
-        for (std::uint32_t h = u; h; h &= h - 1, ++g) {
-          const std::int32_t e = g >> log_pack;
-          if ((g & (pack - 1)) != 0 || e < piece || e >= piece_end) continue;
-          packed_entry(p, r, w, __ffs(h) - 1, st.kv + ((e - piece) << log_pack), st.member + (e - piece));
-        }
-      }
-      __syncwarp();
-      const std::int32_t n = piece_end - piece;
-      for (std::int32_t x = lane; x < (n << log_pack); x += 32) {
-        const std::int32_t e = piece + (x >> log_pack);
-        const std::int64_t de = o + (desc ? n_row - 1 - e : e);
-        gather[(de << log_pack) + (x & (pack - 1))] = st.kv[x];
-      }
-      if (p.membership) {
-        for (std::int32_t x = lane; x < n; x += 32) {
-          const std::int32_t e = piece + x;
-          member[o + (desc ? n_row - 1 - e : e)] = st.member[x];
-        }
-      }
-      __syncwarp();  // the staging area is refilled only after every lane stored its part
-    }
-    done += total;
-  }
-}
-
 // kLookBack: entry offsets from the look-back, written to tile_offsets. Otherwise the tile rows are mu(M)'s rows
-// (Direct KV, c_q == 1): their offsets are row_offsets, and tile_offsets and lb are unused. kPacked == (p.pack != 0)
-// (one emission path per instantiation keeps the register count down).
-template <bool kLookBack, bool kPacked>
-__global__ void __launch_bounds__(kThreads, kPacked ? kMinCtasPacked : kMinCtasSpan)
+// (Direct KV, c_q == 1): their offsets are row_offsets, and tile_offsets and lb are unused. Span forms only
+// (p.pack == 0: tile_rows_single_pass_fits).
+template <bool kLookBack>
+__global__ void __launch_bounds__(kThreads, kMinCtasSpan)
     rows_single_pass_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
                             const std::int32_t* __restrict__ cols, std::int32_t* __restrict__ tile_offsets,
                             LookBackState lb, std::int32_t words, std::int32_t* __restrict__ kv_tile,
-                            std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather, int desc) {
+                            std::uint64_t* __restrict__ member, int desc) {
   extern __shared__ std::uint32_t bitmaps[];  // [kWarps][c_q][words]
   __shared__ std::int32_t bounds[kWarps][kMaxMappingFactor + 1];
   __shared__ std::int32_t row_entries[kWarps];
@@ -288,8 +207,7 @@ __global__ void __launch_bounds__(kThreads, kPacked ? kMinCtasPacked : kMinCtasS
   }
   if (!has_row || n_row == 0) return;
   const SpanStage st{stage_kv[warp], stage_member[warp]};
-  if (kPacked) emit_packed_row(p, r, o, n_row, desc, st, gather, member);
-  else emit_span_row(p, ur, r, o, n_row, desc, st, kv_tile, member);
+  emit_span_row(p, ur, r, o, n_row, desc, st, kv_tile, member);
 }
 
 std::int32_t bitmap_words(const PrepParams& p) { return static_cast<std::int32_t>((p.n_kvb + 31) / 32); }
@@ -304,29 +222,25 @@ std::int64_t tile_rows_lookback_words(const PrepParams& p) {
 
 // Packed KV stays on the two-pass builder: on the H200 (Wan2.1 720p Q64K64, bench_launch_prep at 5f48252) the
 // one-pass packed emission took 214 / 256 / 309 us for kv64p2 / p4 / p8 against 160 us for the two-pass
-// builder (bench/NOTES.md, "Launch preparation, third pass"). Its kernel (kPacked) is kept, unused, for a rework.
+// builder (bench/NOTES.md, "Launch preparation, third pass"); that emission was removed (it is in git history at
+// d5a7fbb, src/cuda/launch_prep_rows_single_pass.cu, for a rework).
 bool tile_rows_single_pass_fits(const PrepParams& p) { return !p.pack && smem_bytes(p) <= kMaxSmemBytes; }
 
 bool build_tile_rows_single_pass(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                                  std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                                 std::uint64_t* member, std::int32_t* gather, cudaStream_t stream) {
+                                 std::uint64_t* member, cudaStream_t stream) {
   const std::int64_t rows = p.tile_rows();
   if (rows == 0 || !tile_rows_single_pass_fits(p)) return false;
   const auto ctas = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
   const int desc = p.traversal == 1 ? 1 : 0;
   const auto smem = static_cast<std::size_t>(smem_bytes(p));
   if (tile_offsets_are_mask_offsets(p)) {
-    rows_single_pass_kernel<false, false><<<ctas, kThreads, smem, stream>>>(
-        p, row_offsets, cols, nullptr, LookBackState{}, bitmap_words(p), kv_tile, member, gather, desc);
+    rows_single_pass_kernel<false><<<ctas, kThreads, smem, stream>>>(
+        p, row_offsets, cols, nullptr, LookBackState{}, bitmap_words(p), kv_tile, member, desc);
   } else {
-    const LookBackState lb = detail::lookback_state(lookback);
-    if (p.pack) {
-      rows_single_pass_kernel<true, true><<<ctas, kThreads, smem, stream>>>(
-          p, row_offsets, cols, tile_offsets, lb, bitmap_words(p), kv_tile, member, gather, desc);
-    } else {
-      rows_single_pass_kernel<true, false><<<ctas, kThreads, smem, stream>>>(
-          p, row_offsets, cols, tile_offsets, lb, bitmap_words(p), kv_tile, member, gather, desc);
-    }
+    rows_single_pass_kernel<true><<<ctas, kThreads, smem, stream>>>(p, row_offsets, cols, tile_offsets,
+                                                                    detail::lookback_state(lookback),
+                                                                    bitmap_words(p), kv_tile, member, desc);
   }
   TESSERA_CUDA_CHECK_LAUNCH();
   return true;

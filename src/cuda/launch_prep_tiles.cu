@@ -316,8 +316,7 @@ void build_tile_rows_gpu(const PrepParams& p, const std::int32_t* row_offsets, c
     if (!mask_offsets) TESSERA_CUDA_CHECK(cudaMemsetAsync(b.tile_offsets, 0, sizeof(std::int32_t), stream));
     return;
   }
-  if (!build_tile_rows_single_pass(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out,
-                                   gather_out, stream)) {
+  if (!build_tile_rows_single_pass(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out, stream)) {
     if (!mask_offsets) {
       if (p.c_q == 1 && p.c_kv == 1) {
         count_rows_simple_kernel<<<blocks_for(rows + 1), kThreads, 0, stream>>>(p, row_offsets, cols,
