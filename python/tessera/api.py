@@ -128,13 +128,8 @@ def _check_cpu_dtypes(q, k, v, torch_in: bool):
     to read; the CPU path accepts numpy f16/f32/f64 and torch f16/bf16/f32/f64 (the GPU path checks its own)."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if torch_in:
-            if x.layout is not _arrays._torch.strided:
-                raise TesseraError(name, f"sparse tensors ({x.layout}) are not supported: pass a dense (strided) tensor")
-            dev = x.device.type
-            if dev not in ("cpu", "cuda"):
-                raise TesseraError(name, f"tensors on device '{dev}' are not supported (CPU or CUDA only); "
-                                         "meta tensors carry no data")
-            if dev == "cpu" and _arrays.dtype_name(x) not in _CPU_TORCH_DTYPES:
+            _check_torch_storage(x, name)
+            if x.device.type == "cpu" and _arrays.dtype_name(x) not in _CPU_TORCH_DTYPES:
                 raise TesseraError(name, f"dtype {_arrays.dtype_name(x)} is not supported on the CPU path: expected "
                                          "float16, bfloat16, float32 or float64")
         elif x.dtype.name not in _CPU_NUMPY_DTYPES:
@@ -142,16 +137,22 @@ def _check_cpu_dtypes(q, k, v, torch_in: bool):
                                      "float16, float32 or float64")
 
 
+def _check_torch_storage(x, argument: str):
+    """A torch tensor Tessera reads must be dense (strided) and on the CPU or a CUDA device (meta tensors carry no
+    data). Raises TesseraError(argument)."""
+    if x.layout is not _arrays._torch.strided:
+        raise TesseraError(argument, f"sparse tensors ({x.layout}) are not supported: pass a dense (strided) tensor")
+    if x.device.type not in ("cpu", "cuda"):
+        raise TesseraError(argument, f"tensors on device '{x.device.type}' are not supported (CPU or CUDA only); "
+                                     "meta tensors carry no data")
+
+
 def _check_mask_arrays(spec: MaskSpec):
-    """The mask's torch tensors must be dense (strided) and on the CPU or a CUDA device (meta tensors carry no data);
-    whether their device matches q's is checked by the native call."""
+    """The mask's torch tensors: as _check_torch_storage (argument "block_mask"); whether their device matches q's
+    is checked by the native call."""
     for x in (spec.m0, spec.m1):
         if _arrays.is_torch(x):
-            if x.layout is not _arrays._torch.strided:
-                raise TesseraError("block_mask", f"sparse tensors ({x.layout}) are not supported: pass dense tensors")
-            if x.device.type not in ("cpu", "cuda"):
-                raise TesseraError("block_mask", f"mask tensors on device '{x.device.type}' are not supported (CPU or "
-                                                 "CUDA only); meta tensors carry no data")
+            _check_torch_storage(x, "block_mask")
 
 
 def _to_bnhd(x, torch_in: bool):
