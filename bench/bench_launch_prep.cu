@@ -6,7 +6,9 @@
 // gaps included). Plus the host wall time of the whole call (enqueue + totals copy + sync). The warm samples also
 // split the GPU time at an event between the tile-row builders (rows_us, with the buffers' growth and memsets)
 // and the work-item builders (items_us).
-// Usage: bench_launch_prep [--runs N] [--heads H] [--density D] [--out DIR]   (writes DIR/launch_prep.json)
+// Usage: bench_launch_prep [--runs N] [--heads H] [--density D] [--plan SUBSTR] [--out DIR]
+//   (writes DIR/launch_prep.json). --runs below 50 is for profilers (ncu); --plan keeps the plans whose id
+//   contains SUBSTR.
 #include <cuda_runtime.h>
 #include <cstdio>
 
@@ -61,7 +63,7 @@ int main(int argc, char** argv) {
   int runs = 50;
   std::int64_t heads = 40;
   double density = 0.10;
-  std::string out_dir;
+  std::string out_dir, plan_filter;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -71,12 +73,13 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--runs") runs = std::max(50, std::stoi(next()));
+    if (a == "--runs") runs = std::max(1, std::stoi(next()));
     else if (a == "--heads") heads = std::stoll(next());
     else if (a == "--density") density = std::stod(next());
     else if (a == "--out") out_dir = next();
+    else if (a == "--plan") plan_filter = next();
     else {
-      std::fprintf(stderr, "usage: bench_launch_prep [--runs N>=50] [--heads H] [--density D] [--out DIR]\n");
+      std::fprintf(stderr, "usage: bench_launch_prep [--runs N] [--heads H] [--density D] [--plan SUBSTR] [--out DIR]\n");
       return 2;
     }
   }
@@ -104,6 +107,7 @@ int main(int argc, char** argv) {
   for (const char* m : mappings) ids.push_back(pre + m + "." + orgs[0] + ".s2.w4");
   for (int o = 1; o < 5; ++o) ids.push_back(pre + "q64d.kv64d." + orgs[o] + ".s2.w4");
   for (int o = 1; o < 3; ++o) ids.push_back(pre + "q64c2.kv64p2." + orgs[o] + ".s2.w4");
+  std::erase_if(ids, [&](const std::string& id) { return id.find(plan_filter) == std::string::npos; });
 
   cudaEvent_t e0, e1, em;
   TESSERA_CUDA_CHECK(cudaEventCreate(&e0));

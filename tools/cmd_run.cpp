@@ -1,6 +1,6 @@
 // `tessera run`: the main job. Runs corpus cases through the runtime, spot-checks outputs against the GPU
-// reference and prints per family: cases, density, plans chosen, kernel time, complete-request time (cold and
-// exact repeat), effective TFLOP/s, regret against the fastest measured candidate, speedup over Direct; writes
+// reference and prints per family: cases, density, plans chosen, kernel time, complete-request time (new mask,
+// its ratio to Direct's, and exact repeat), host dispatch percentiles, effective TFLOP/s, regret against the fastest measured candidate, speedup over Direct; writes
 // JSON. With no GPU it runs the float64 CPU plan executor on a scaled-down default and says so.
 #include <cuda_runtime.h>
 #include <fmt/core.h>
@@ -85,6 +85,36 @@ double geomean(const std::vector<double>& v) {
   return std::exp(s / static_cast<double>(v.size()));
 }
 
+double median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())))];
+}
+
+constexpr int kRepeats = 7;
+
+/// Median wall time (ms) of kRepeats complete requests `rt.run(request, o)`, each from an idle stream to its
+/// completion; appends each call's DispatchInfo::host_dispatch_us to `host_us` when given.
+double median_request_ms(Runtime& rt, const AttentionRequest& request, const RunOptions& o, Stream stream,
+                         std::vector<double>* host_us) {
+  std::vector<double> ms;
+  for (int r = 0; r < kRepeats; ++r) {
+    TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const auto t0 = Clock::now();
+    rt.run(request, stream, o);
+    TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    ms.push_back(ms_since(t0));
+    if (host_us) host_us->push_back(rt.last_dispatch().host_dispatch_us);
+  }
+  return median(ms);
+}
+
 bool split_and_traversal_for_regret(const std::string& id) {
   return id.find(".tasc.") != std::string::npos &&
          (id.find(".split1.") != std::string::npos || id.find(".split2.") != std::string::npos ||
@@ -102,43 +132,42 @@ int run_gpu(const RunArgs& a) {
   fmt::print("{} cases ({} per family, evaluation split){}\n", cases.size(), a.cases_per_family,
              a.regret ? ", regret over split-1/2/4 ascending candidates" : "");
   json records = json::array();
+  std::vector<double> all_host_dispatch_us;  // every new-mask request of every case
   int failures = 0;
   for (std::size_t ci = 0; ci < cases.size(); ++ci) {
     const corpus::Case& c = cases[ci];
     GpuCase g = make_gpu_case(c, a.seed + ci, stream);
-    // Cold complete request: mu(M), selection, preparation, kernel.
+    // First complete request of the case: mu(M), selection, preparation, kernel (buffers may grow here).
     TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
     auto t0 = Clock::now();
     rt.run(g.request, stream);
     TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
-    const double cold_ms = ms_since(t0);
+    const double first_ms = ms_since(t0);
     const DispatchInfo info = rt.last_dispatch();
     double err = NAN;
     if (a.check) {
       err = check_against_reference(g, stream);
       if (!(err <= a.max_error)) ++failures;
     }
+    // Complete request on a new mask (mask_version 0: mu(M), selection and preparation each time), as every
+    // denoising step is: median of kRepeats, with the host dispatch time of each call.
+    std::vector<double> host_us;
+    const double cold_ms = median_request_ms(rt, g.request, {}, stream, &host_us);
+    all_host_dispatch_us.insert(all_host_dispatch_us.end(), host_us.begin(), host_us.end());
     // Exact repeats (mask_version): only the kernel is launched.
     RunOptions warm;
     warm.mask_version = 0xabc000 + ci;
     rt.run(g.request, stream, warm);
-    TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
-    t0 = Clock::now();
-    rt.run(g.request, stream, warm);
-    TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
-    const double warm_ms = ms_since(t0);
+    const double warm_ms = median_request_ms(rt, g.request, warm, stream, nullptr);
     const double kernel_ms = median_kernel_ms(rt, g, info.plan_id, 5, stream);
-    // Direct: the same complete request with T = B, and its kernel time.
+    // Direct: the same complete request (new mask) with T = B, and its kernel time.
     const std::string direct = rt.direct_plan(g.request);
     double direct_kernel_ms = NAN, direct_cold_ms = NAN;
     if (!direct.empty()) {
       RunOptions d;
       d.plan_id = direct;
-      TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
-      t0 = Clock::now();
-      rt.run(g.request, stream, d);
-      TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
-      direct_cold_ms = ms_since(t0);
+      rt.run(g.request, stream, d);  // buffers grown for Direct too, as for the selected plan above
+      direct_cold_ms = median_request_ms(rt, g.request, d, stream, nullptr);
       direct_kernel_ms = median_kernel_ms(rt, g, direct, 5, stream);
     }
     double best_ms = kernel_ms;
@@ -155,8 +184,8 @@ int run_gpu(const RunArgs& a) {
     json r = {{"family", c.meta.family},       {"source", c.meta.source_id},   {"n_q", c.meta.n_q},
               {"heads", c.mask.heads},         {"block_q", c.meta.block_q},    {"block_kv", c.meta.block_kv},
               {"density", info.stats.density}, {"plan", info.plan_id},         {"regime", info.regime},
-              {"source_of_plan", info.source}, {"kernel_ms", kernel_ms},       {"cold_request_ms", cold_ms},
-              {"warm_request_ms", warm_ms},    {"host_dispatch_us", info.host_dispatch_us},
+              {"source_of_plan", info.source}, {"kernel_ms", kernel_ms},       {"cold_request_ms", cold_ms}, {"first_request_ms", first_ms},
+              {"warm_request_ms", warm_ms},    {"host_dispatch_us", median(host_us)},
               {"host_select_us", info.host_select_us}, {"tflops", g.tflops(kernel_ms)},
               {"direct_plan", direct},         {"direct_kernel_ms", direct_kernel_ms},
               {"direct_cold_request_ms", direct_cold_ms}, {"best_plan", best_plan}, {"best_kernel_ms", best_ms},
@@ -175,13 +204,13 @@ int run_gpu(const RunArgs& a) {
     if (!fam.count(f)) order.push_back(f);
     fam[f].push_back(r);
   }
-  fmt::print("\n{:<10} {:>5} {:>7} {:>10} {:>10} {:>10} {:>7} {:>7} {:>8} {:>8}  {}\n", "family", "cases", "density",
-             "kernel ms", "cold ms", "warm ms", "TF/s", "regret", "vs Dir.", "err max", "plans chosen");
+  fmt::print("\n{:<10} {:>5} {:>7} {:>10} {:>10} {:>10} {:>7} {:>7} {:>8} {:>8} {:>8}  {}\n", "family", "cases", "density",
+             "kernel ms", "cold ms", "warm ms", "TF/s", "regret", "vs Dir.", "cold/Dir", "err max", "plans chosen");
   json summary = json::array();
   for (const std::string& f : order) {
     const auto& rs = fam[f];
     double dens = 0, kms = 0, cold = 0, warm = 0, pairs_ms = 0, tf_num = 0, errmax = 0;
-    std::vector<double> regrets, speedups;
+    std::vector<double> regrets, speedups, cold_vs_direct;
     std::map<std::string, int> plans;
     for (const json& r : rs) {
       dens += r["density"].get<double>();
@@ -193,23 +222,33 @@ int run_gpu(const RunArgs& a) {
       regrets.push_back(r["regret"].get<double>());
       const double dk = r["direct_kernel_ms"].is_number() ? r["direct_kernel_ms"].get<double>() : NAN;
       if (std::isfinite(dk)) speedups.push_back(dk / r["kernel_ms"].get<double>());
+      const double dc = r["direct_cold_request_ms"].is_number() ? r["direct_cold_request_ms"].get<double>() : NAN;
+      if (std::isfinite(dc)) cold_vs_direct.push_back(r["cold_request_ms"].get<double>() / dc);
       if (r["rel_l2_vs_reference"].is_number()) errmax = std::max(errmax, r["rel_l2_vs_reference"].get<double>());
       plans[r["plan"].get<std::string>()] += 1;
     }
     const double n = static_cast<double>(rs.size());
     std::string chosen;
     for (const auto& [p, k] : plans) chosen += (chosen.empty() ? "" : ", ") + p + (k > 1 ? fmt::format(" x{}", k) : "");
-    fmt::print("{:<10} {:>5} {:>7.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>7.1f} {:>7.3f} {:>8.3f} {:>8.1e}  {}\n", f,
-               rs.size(), dens / n, kms / n, cold / n, warm / n, tf_num / pairs_ms, geomean(regrets),
-               speedups.empty() ? NAN : geomean(speedups), errmax, chosen);
+    fmt::print("{:<10} {:>5} {:>7.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>7.1f} {:>7.3f} {:>8.3f} {:>8.3f} {:>8.1e}  {}\n",
+               f, rs.size(), dens / n, kms / n, cold / n, warm / n, tf_num / pairs_ms, geomean(regrets),
+               speedups.empty() ? NAN : geomean(speedups), cold_vs_direct.empty() ? NAN : geomean(cold_vs_direct),
+               errmax, chosen);
     summary.push_back({{"family", f}, {"cases", rs.size()}, {"mean_density", dens / n}, {"mean_kernel_ms", kms / n},
                        {"mean_cold_request_ms", cold / n}, {"mean_warm_request_ms", warm / n},
                        {"tflops", tf_num / pairs_ms}, {"geomean_regret", geomean(regrets)},
                        {"geomean_speedup_over_direct", speedups.empty() ? json(nullptr) : json(geomean(speedups))},
+                       {"geomean_cold_request_vs_direct",
+                        cold_vs_direct.empty() ? json(nullptr) : json(geomean(cold_vs_direct))},
                        {"max_rel_l2", errmax}, {"plans", plans}});
   }
+  const double hd50 = percentile(all_host_dispatch_us, 0.5), hd95 = percentile(all_host_dispatch_us, 0.95);
+  fmt::print("host dispatch (new-mask requests, {} calls, excluding GPU waits): P50 {:.1f} us, P95 {:.1f} us, max {:.1f} us\n",
+             all_host_dispatch_us.size(), hd50, hd95, percentile(all_host_dispatch_us, 1.0));
   json out = {{"tool", "tessera run"}, {"git_revision", git_revision()}, {"gpu", prop.name}, {"arch", rt.arch()},
-              {"table_status", rt.table_status()}, {"cases", records}, {"families", summary}};
+              {"table_status", rt.table_status()}, {"cases", records}, {"families", summary},
+              {"host_dispatch_us", {{"calls", all_host_dispatch_us.size()}, {"p50", hd50}, {"p95", hd95},
+                                    {"max", percentile(all_host_dispatch_us, 1.0)}}}};
   write_text_file(a.json_path, out.dump(1) + "\n", "--json");
   fmt::print("wrote {}\n", a.json_path);
   TESSERA_CUDA_CHECK(cudaStreamDestroy(stream));
