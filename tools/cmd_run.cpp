@@ -100,9 +100,9 @@ double percentile(std::vector<double> v, double p) {
 constexpr int kRepeats = 7;
 
 /// Median wall time (ms) of kRepeats complete requests `rt.run(request, o)`, each from an idle stream to its
-/// completion; appends each call's DispatchInfo::host_dispatch_us to `host_us` when given.
+/// completion; appends each call's DispatchInfo to `infos` when given.
 double median_request_ms(Runtime& rt, const AttentionRequest& request, const RunOptions& o, Stream stream,
-                         std::vector<double>* host_us) {
+                         std::vector<DispatchInfo>* infos) {
   std::vector<double> ms;
   for (int r = 0; r < kRepeats; ++r) {
     TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -110,7 +110,7 @@ double median_request_ms(Runtime& rt, const AttentionRequest& request, const Run
     rt.run(request, stream, o);
     TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
     ms.push_back(ms_since(t0));
-    if (host_us) host_us->push_back(rt.last_dispatch().host_dispatch_us);
+    if (infos) infos->push_back(rt.last_dispatch());
   }
   return median(ms);
 }
@@ -132,7 +132,9 @@ int run_gpu(const RunArgs& a) {
   fmt::print("{} cases ({} per family, evaluation split){}\n", cases.size(), a.cases_per_family,
              a.regret ? ", regret over split-1/2/4 ascending candidates" : "");
   json records = json::array();
-  std::vector<double> all_host_dispatch_us;  // every new-mask request of every case
+  struct HostTimes {  // every new-mask request of every case (us)
+    std::vector<double> dispatch, select, prepare, launch, other;
+  } host;
   int failures = 0;
   for (std::size_t ci = 0; ci < cases.size(); ++ci) {
     const corpus::Case& c = cases[ci];
@@ -151,9 +153,17 @@ int run_gpu(const RunArgs& a) {
     }
     // Complete request on a new mask (mask_version 0: mu(M), selection and preparation each time), as every
     // denoising step is: median of kRepeats, with the host dispatch time of each call.
+    std::vector<DispatchInfo> calls;
+    const double cold_ms = median_request_ms(rt, g.request, {}, stream, &calls);
     std::vector<double> host_us;
-    const double cold_ms = median_request_ms(rt, g.request, {}, stream, &host_us);
-    all_host_dispatch_us.insert(all_host_dispatch_us.end(), host_us.begin(), host_us.end());
+    for (const DispatchInfo& d : calls) {
+      host_us.push_back(d.host_dispatch_us);
+      host.dispatch.push_back(d.host_dispatch_us);
+      host.select.push_back(d.host_select_us);
+      host.prepare.push_back(d.host_prepare_us);
+      host.launch.push_back(d.host_launch_us);
+      host.other.push_back(d.host_dispatch_us - d.host_select_us - d.host_prepare_us - d.host_launch_us);
+    }
     // Exact repeats (mask_version): only the kernel is launched.
     RunOptions warm;
     warm.mask_version = 0xabc000 + ci;
@@ -242,13 +252,18 @@ int run_gpu(const RunArgs& a) {
                         cold_vs_direct.empty() ? json(nullptr) : json(geomean(cold_vs_direct))},
                        {"max_rel_l2", errmax}, {"plans", plans}});
   }
-  const double hd50 = percentile(all_host_dispatch_us, 0.5), hd95 = percentile(all_host_dispatch_us, 0.95);
-  fmt::print("host dispatch (new-mask requests, {} calls, excluding GPU waits): P50 {:.1f} us, P95 {:.1f} us, max {:.1f} us\n",
-             all_host_dispatch_us.size(), hd50, hd95, percentile(all_host_dispatch_us, 1.0));
+  json host_json = json::object();
+  fmt::print("host dispatch (new-mask requests, {} calls, excluding GPU waits), us:\n", host.dispatch.size());
+  for (const auto& [name, v] : {std::pair{"dispatch", &host.dispatch}, std::pair{"select", &host.select},
+                                std::pair{"prepare_enqueue", &host.prepare}, std::pair{"kernel_enqueue", &host.launch},
+                                std::pair{"other", &host.other}}) {
+    const double p50 = percentile(*v, 0.5), p95 = percentile(*v, 0.95), mx = percentile(*v, 1.0);
+    fmt::print("  {:<16} P50 {:>7.1f}  P95 {:>7.1f}  max {:>7.1f}\n", name, p50, p95, mx);
+    host_json[name] = {{"calls", v->size()}, {"p50", p50}, {"p95", p95}, {"max", mx}};
+  }
   json out = {{"tool", "tessera run"}, {"git_revision", git_revision()}, {"gpu", prop.name}, {"arch", rt.arch()},
               {"table_status", rt.table_status()}, {"cases", records}, {"families", summary},
-              {"host_dispatch_us", {{"calls", all_host_dispatch_us.size()}, {"p50", hd50}, {"p95", hd95},
-                                    {"max", percentile(all_host_dispatch_us, 1.0)}}}};
+              {"host_dispatch_us", host_json}};
   write_text_file(a.json_path, out.dump(1) + "\n", "--json");
   fmt::print("wrote {}\n", a.json_path);
   TESSERA_CUDA_CHECK(cudaStreamDestroy(stream));

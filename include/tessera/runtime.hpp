@@ -56,6 +56,8 @@ struct DispatchInfo {
   MaskStats stats;              ///< s(M) of the request's mask
   double host_select_us = 0;    ///< host time of lookup + eligibility (microseconds)
   double host_dispatch_us = 0;  ///< host time of the whole call excluding waits for the GPU (microseconds)
+  double host_prepare_us = 0;   ///< host time of enqueuing the plan's launch preparation (microseconds; 0 on a repeat)
+  double host_launch_us = 0;    ///< host time of enqueuing the attention (+ merge) kernels (microseconds)
   double total_ms = 0;          ///< wall time of the call until the work was enqueued, GPU waits included (ms)
   double kernel_ms = -1;        ///< attention (+ merge) kernel time, when RunOptions::time_kernel (ms)
 };

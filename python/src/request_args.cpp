@@ -61,6 +61,8 @@ nb::dict dispatch_to_dict(const DispatchInfo& info) {
   d["empty_rows"] = s.empty_rows;
   d["host_select_us"] = info.host_select_us;
   d["host_dispatch_us"] = info.host_dispatch_us;
+  d["host_prepare_us"] = info.host_prepare_us;
+  d["host_launch_us"] = info.host_launch_us;
   d["total_ms"] = info.total_ms;
   d["kernel_ms"] = info.kernel_ms;
   return d;

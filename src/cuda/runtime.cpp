@@ -204,6 +204,7 @@ void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptio
     info = m.info;
     info.cache_hit = true;
     info.host_select_us = 0;
+    info.host_prepare_us = 0;
   } else {
     m.last_key.reset();
     const auto tm = Clock::now();
@@ -228,12 +229,15 @@ void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptio
     }
     info.host_select_us = us_between(ts, Clock::now());
 
+    const auto tp = Clock::now();
     enqueue_prepare_plan_gpu(m.plan, m.mask_state, prep_problem(shape), stream, m.metadata);
     const auto tf = Clock::now();
+    info.host_prepare_us = us_between(tp, tf);
     finish_prepare_plan_gpu(m.metadata, stream);  // copies four totals back: one synchronization
     waited_us += us_between(tf, Clock::now());
   }
 
+  const auto tl = Clock::now();
   kernels::AttentionParams p = m.params(request, shape);
   const std::string kernel = plan_kernel_name(m.plan);
   if (options.time_kernel) TESSERA_CUDA_CHECK(cudaEventRecord(m.ev_start, stream));
@@ -241,6 +245,7 @@ void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptio
   if (m.metadata.n_merge > 0) kernels::launch_merge(p, m.plan.tile_q(), stream);
   if (options.time_kernel) TESSERA_CUDA_CHECK(cudaEventRecord(m.ev_stop, stream));
   const auto t_enqueued = Clock::now();
+  info.host_launch_us = us_between(tl, t_enqueued);
   info.total_ms = us_between(t0, t_enqueued) / 1000.0;
   info.host_dispatch_us = us_between(t0, t_enqueued) - waited_us;
   info.kernel_ms = -1;
