@@ -20,6 +20,12 @@ ctest --preset gpu -j 4 --output-junit "$OUT/ctest.xml" "$@" > "$OUT/ctest.log" 
 rc=$?
 grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/ctest.log" | head -40
 for b in ${TESSERA_BENCH:-}; do
-  echo "== bench $b"; "build/gpu/bin/$b" --out "$OUT" 2>&1 | tee "$OUT/$b.log" | tail -30
+  echo "== bench $b"
+  if [ "$b" = bench_dispatch ]; then  # Google Benchmark: its own output flags
+    "build/gpu/bin/$b" --benchmark_repetitions=10 --benchmark_report_aggregates_only=true \
+      --benchmark_out="$OUT/$b.json" --benchmark_out_format=json 2>&1 | tee "$OUT/$b.log" | tail -30
+  else
+    "build/gpu/bin/$b" --out "$OUT" 2>&1 | tee "$OUT/$b.log" | tail -30
+  fi
 done
 exit $rc
