@@ -7,9 +7,9 @@
 //  - The row's entry count is a popcount over the bitmap's group heads. The CTA sums its 4 rows and takes its
 //    first entry from a decoupled look-back over the CTAs (launch_prep_lookback.cuh); it writes its rows'
 //    tile_offsets (the last row also tile_offsets[rows]). No count pass, no scan launch.
-//  - Emission from the bitmap into a per-warp staging area in shared memory, stored by the warp coalesced (a
-//    piece of up to kStage entries at a time). Span forms: lane L expands word L of each 32-word stretch (a warp
-//    scan of the per-word counts gives positions). Descending traversal is the index permutation n - 1 - k.
+//  - Emission from the bitmap, 32 entries at a time with one entry per lane (each lane finds its entry's word,
+//    unit and offset from a warp scan of the per-word counts), stored coalesced. Descending traversal is the
+//    index permutation n - 1 - k.
 // Packed KV uses the two-pass builder (see tile_rows_single_pass_fits).
 // Rows whose bitmaps do not fit (4 * c_q * ceil(n_kvb / 32) words > 32 KB: n_kvb > 8,192 at c_q = 8, > 16,384 at
 // c_q = 4, > 32,768 at c_q = 2, > 65,536 at c_q = 1) use the two-pass builder in
@@ -33,8 +33,7 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kLoadDepth = 4;                  // column loads in flight per lane
 // CTAs per SM the register budget must allow: 12 (40 registers).
 constexpr int kMinCtasSpan = 12;
-constexpr int kStage = 256;                    // span entries staged per warp and piece (12 KB per CTA)
-// Bitmap bytes per CTA (dynamic shared memory): with the 12.5 KB static part below the 48 KB that needs no opt-in.
+// Bitmap bytes per CTA (dynamic shared memory), below the 48 KB that needs no opt-in.
 constexpr std::int64_t kMaxSmemBytes = 32 * 1024;
 
 // One tile row's bitmaps in shared memory: bm[qi * words + w], bit b = block w * 32 + b of logical row qi.
@@ -92,12 +91,6 @@ __device__ __forceinline__ std::int32_t count_row(const UnitRules& ur, const Row
   return warp_sum(n);  // span forms only (no packing)
 }
 
-// Staging of emitted entries in shared memory, per warp and piece: kStage entries (kv tile + membership).
-struct SpanStage {
-  std::int32_t* kv;
-  std::uint64_t* member;
-};
-
 // Membership bits of the span unit whose head is bit b of word w: bits qi * 8 + kj of its c_kv blocks.
 __device__ __forceinline__ std::uint64_t span_bits(const UnitRules& ur, const RowBitmap& r, std::int32_t w, int b) {
   std::uint64_t bits = 0;
@@ -107,51 +100,46 @@ __device__ __forceinline__ std::uint64_t span_bits(const UnitRules& ur, const Ro
 }
 
 // Span forms: entries of the row at o .. o + n_row (desc: reversed). For each stretch of 32 words, lane L owns word
-// w0 + L (a warp scan of the per-word counts gives its first entry); the stretch's entries are written in pieces
-// of kStage: each lane puts its entries of the piece into the warp's staging area, then the warp stores the piece
-// with consecutive lanes on consecutive entries (coalesced, ascending or descending addresses).
+// w0 + L, and a warp scan of the per-word entry counts gives each word's first entry. The stretch's entries are
+// then expanded 32 at a time with one entry per lane: lane L takes entry e = base + L, finds the word that holds it
+// (binary search over the scanned counts with shuffles), the unit inside the word (the n-th group head, __fns) and
+// the entry inside the unit, and stores it. Consecutive lanes store consecutive entries (coalesced, ascending or
+// descending addresses); no lane loops over its own word's entries, so the warp does not diverge.
 __device__ __forceinline__ void emit_span_row(const PrepParams& p, const UnitRules& ur, const RowBitmap& r,
-                                              std::int64_t o, std::int32_t n_row, int desc, SpanStage st,
+                                              std::int64_t o, std::int32_t n_row, int desc,
                                               std::int32_t* __restrict__ kv_tile, std::uint64_t* __restrict__ member) {
   const int lane = threadIdx.x % 32;
+  const int log_rkv = log2_factor(ur.r_kv);
   std::int32_t done = 0;  // entries of the row before this stretch
   for (std::int32_t w0 = 0; w0 < r.words; w0 += 32) {
     const std::int32_t w = w0 + lane;
     const std::uint32_t u = w < r.words ? r.union_word(w) : 0u;
     if (__ballot_sync(kFull, u != 0) == 0) continue;  // warp-uniform: no block in these 32 words
     const std::uint32_t heads = group_heads(u, ur.c_kv);
-    const std::int32_t word_col = w * 32;
-    const std::int32_t count = ur.count(heads, word_col);
+    const std::int32_t count = ur.count(heads, w * 32);
     const std::int32_t first = warp_exclusive_scan(count, lane);  // the lane's first entry in the stretch
-    const std::int32_t total = warp_sum(count);
-    for (std::int32_t piece = 0; piece < total; piece += kStage) {
-      const std::int32_t lo = max(first, piece), hi = min(first + count, piece + kStage);
-      if (lo < hi) {
-        // Skip the lane's entries of earlier pieces: whole units (all but the last unit have r_kv entries).
-        const std::int32_t skipped = (lo - first) / ur.r_kv;
-        std::int32_t j = lo - first - skipped * ur.r_kv;
-        std::uint32_t h = heads;
-        for (std::int32_t k = 0; k < skipped; ++k) h &= h - 1;
-        for (std::int32_t e = lo; e < hi; h &= h - 1, j = 0) {
-          const int b = __ffs(h) - 1;
-          const std::int32_t unit = (word_col + b) >> ur.log_ckv;
-          const std::uint64_t bits = p.membership ? span_bits(ur, r, w, b) : 0;
-          const std::int32_t ne = ur.entries(unit);
-          for (; j < ne && e < hi; ++j, ++e) {
-            st.kv[e - piece] = unit * ur.r_kv + j;
-            if (p.membership) st.member[e - piece] = bits;
-          }
-        }
+    const std::int32_t total = __shfl_sync(kFull, first + count, 31);
+    for (std::int32_t base = 0; base < total; base += 32) {
+      const std::int32_t e = base + lane;
+      // Owner: the largest lane whose first entry is <= e (it has count > 0 when e < total).
+      int owner = 0;
+#pragma unroll
+      for (int step = 16; step > 0; step >>= 1) {
+        const std::int32_t f = __shfl_sync(kFull, first, owner + step);
+        if (f <= e) owner += step;
       }
-      __syncwarp();
-      const std::int32_t n = min(kStage, total - piece);
-      for (std::int32_t x = lane; x < n; x += 32) {
-        const std::int32_t k = done + piece + x;
-        const std::int64_t d = o + (desc ? n_row - 1 - k : k);
-        kv_tile[d] = st.kv[x];
-        if (p.membership) member[d] = st.member[x];
-      }
-      __syncwarp();  // the staging area is refilled only after every lane stored its part
+      const std::int32_t k = e - __shfl_sync(kFull, first, owner);  // entry inside the owner's word
+      const std::uint32_t h = __shfl_sync(kFull, heads, owner);
+      if (e >= total) continue;
+      // Units before the ragged last one have r_kv entries each, and the last unit is the word's last head.
+      const int b = __fns(h, 0, (k >> log_rkv) + 1);
+      const std::int32_t ow = w0 + owner;
+      const std::int32_t unit = (ow * 32 + b) >> ur.log_ckv;
+      const std::int32_t j = k & (ur.r_kv - 1);
+      const std::int32_t kk = done + e;
+      const std::int64_t d = o + (desc ? n_row - 1 - kk : kk);
+      kv_tile[d] = unit * ur.r_kv + j;
+      if (p.membership) member[d] = span_bits(ur, r, ow, b);
     }
     done += total;
   }
@@ -169,8 +157,6 @@ __global__ void __launch_bounds__(kThreads, kMinCtasSpan)
   extern __shared__ std::uint32_t bitmaps[];  // [kWarps][c_q][words]
   __shared__ std::int32_t bounds[kWarps][kMaxMappingFactor + 1];
   __shared__ std::int32_t row_entries[kWarps];
-  __shared__ std::int32_t stage_kv[kWarps][kStage];
-  __shared__ std::uint64_t stage_member[kWarps][kStage];
   __shared__ std::int32_t cta_ticket, cta_base, cta_last;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -206,8 +192,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasSpan)
     o = row_offsets[row];  // tile rows are mu(M)'s rows (tile_offsets is unused)
   }
   if (!has_row || n_row == 0) return;
-  const SpanStage st{stage_kv[warp], stage_member[warp]};
-  emit_span_row(p, ur, r, o, n_row, desc, st, kv_tile, member);
+  emit_span_row(p, ur, r, o, n_row, desc, kv_tile, member);
 }
 
 std::int32_t bitmap_words(const PrepParams& p) { return static_cast<std::int32_t>((p.n_kvb + 31) / 32); }

@@ -7,9 +7,10 @@
 //    logical kv blocks (skipping windows no cursor reaches). For each of the row's c_q logical rows it loads the
 //    window's columns coalesced (32 per step) and sets them in a per-row bitmap in shared memory (32 words per
 //    logical row). Lane L then owns word L of the window: the union of the c_q words gives the active kv units (a
-//    unit = c_kv adjacent blocks; c_kv in {1, 2, 4, 8} divides 32, so a unit never straddles a word), a warp scan
-//    of the per-lane counts gives every unit its entry position, and membership bits are shifts of the c_q words.
-//    No serial merge, no binary search, no 64-bit division.
+//    unit = c_kv adjacent blocks; c_kv in {1, 2, 4, 8} divides 32, so a unit never straddles a word), and a warp
+//    scan of the per-lane counts gives every unit its entry position. The write pass then expands the window 32
+//    entries at a time, one per lane (each lane finds its word by a shuffle binary search over the scan, its
+//    unit with __fns); membership bits are shifts of the owner's c_q words. No serial merge, no 64-bit division.
 //  - Counting: when c_q == 1 and c_kv == 1 (Direct, Refined and packed KV) a row's entry count follows from its
 //    mask row length alone (one thread per row); otherwise the bitmap kernel runs in count mode. CUB scans the
 //    counts into the tile-row offsets. Direct KV in another traversal order uses mu(M)'s offsets as they are.
@@ -75,6 +76,8 @@ __global__ void __launch_bounds__(kThreads) tile_rows_kernel(PrepParams p, const
   const std::uint32_t group_mask = ur.group_mask;
   const int pack = ur.pack;
   const int r_kv = ur.r_kv;
+  const int log_rkv = log2_factor(r_kv);
+  const int log_pack = pack ? log2_factor(pack) : 0;
   std::int64_t o = 0;
   std::int32_t n_row = 0;
   if (kWrite) {
@@ -119,56 +122,71 @@ __global__ void __launch_bounds__(kThreads) tile_rows_kernel(PrepParams p, const
     const std::uint32_t heads = group_heads(u, c_kv);
     const std::int32_t word_col = win + lane * 32;
     const std::int32_t count = ur.count(heads, word_col);
-    const std::int32_t base = done + warp_exclusive_scan(count, lane);
-    done += warp_sum(count);
+    const std::int32_t excl = warp_exclusive_scan(count, lane);
+    const std::int32_t total = __shfl_sync(kFull, excl + count, 31);
     if (kWrite) {
-      std::uint32_t h = heads;
-      std::int32_t k = base;  // entry position (span) or unit rank (packed)
-      std::int64_t acc_entry = -1;
-      std::uint64_t acc = 0;
-      const std::int32_t g0 = base, g1 = base + count;
-      while (h) {
-        const int b = __ffs(h) - 1;
-        h &= h - 1;
-        const std::int32_t unit = (word_col + b) >> log_ckv;
-        if (!pack) {
-          std::uint64_t bits = 0;
+      // Expansion 32 at a time with one entry (span) or unit (packed) per lane: lane L takes the window's rank
+      // e = b0 + L, finds the word that holds it (the largest lane whose exclusive count is <= e: a binary search
+      // with shuffles), the unit inside that word (the n-th group head, __fns) and, for span forms, the entry inside
+      // the unit. Consecutive lanes write consecutive entries and no lane loops over its own word's units.
+      for (std::int32_t b0 = 0; b0 < total; b0 += 32) {
+        const std::int32_t e = b0 + lane;
+        int owner = 0;
 #pragma unroll
-          for (int qi = 0; qi < kMaxMappingFactor; ++qi)
-            bits |= static_cast<std::uint64_t>((m[qi] >> b) & group_mask) << (qi * 8);
-          const std::int32_t ne = ur.entries(unit);
-          for (std::int32_t j = 0; j < ne; ++j, ++k) {
-            const std::int64_t d = o + (desc ? n_row - 1 - k : k);
-            kv_tile[d] = unit * r_kv + j;
-            if (p.membership) member[d] = bits;
-          }
-        } else {
-          const std::int32_t e = k / pack, slot = k - e * pack;
-          const std::int64_t de = o + (desc ? n_row - 1 - e : e);
-          gather[de * pack + slot] = unit;
+        for (int step = 16; step > 0; step >>= 1) {
+          if (__shfl_sync(kFull, excl, owner + step) <= e) owner += step;
+        }
+        const std::int32_t k = e - __shfl_sync(kFull, excl, owner);
+        const std::uint32_t h = __shfl_sync(kFull, heads, owner);
+        std::uint32_t mo[kMaxMappingFactor];  // the owner's words of the c_q logical rows (membership only)
+        if (p.membership) {
+#pragma unroll
+          for (int qi = 0; qi < kMaxMappingFactor; ++qi) mo[qi] = __shfl_sync(kFull, m[qi], owner);
+        }
+        const bool valid = e < total;
+        const std::int32_t col0 = win + owner * 32;
+        if (!pack) {
+          if (!valid) continue;
+          const int b = __fns(h, 0, (k >> log_rkv) + 1);  // units before the ragged last one have r_kv entries
+          const std::int32_t unit = (col0 + b) >> log_ckv;
+          const std::int32_t kk = done + e;
+          const std::int64_t d = o + (desc ? n_row - 1 - kk : kk);
+          kv_tile[d] = unit * r_kv + (k & (r_kv - 1));
           if (p.membership) {
             std::uint64_t bits = 0;
 #pragma unroll
             for (int qi = 0; qi < kMaxMappingFactor; ++qi)
-              bits |= static_cast<std::uint64_t>((m[qi] >> b) & 1u) << (qi * 8 + slot);
-            if (de != acc_entry) {
-              if (acc_entry >= 0) atomicOr(reinterpret_cast<unsigned long long*>(member + acc_entry), acc);
-              acc_entry = de;
-              acc = 0;
-            }
-            acc |= bits;
-            // An entry whose every slot comes from this lane in this window is written plainly.
-            if (slot == pack - 1 && e * pack >= g0 && e * pack + pack <= g1) {
-              member[de] = acc;
-              acc_entry = -1;
-            }
+              bits |= static_cast<std::uint64_t>((mo[qi] >> b) & group_mask) << (qi * 8);
+            member[d] = bits;
           }
-          ++k;
+        } else {
+          const int b = valid ? __fns(h, 0, k + 1) : 0;
+          const std::int32_t rank = done + e;  // unit rank in the row
+          const std::int32_t ent = rank >> log_pack, slot = rank & (pack - 1);
+          const std::int64_t de = o + (desc ? n_row - 1 - ent : ent);
+          if (valid) gather[de * pack + slot] = (col0 + b) >> log_ckv;
+          if (p.membership) {
+            std::uint64_t bits = 0;
+            if (valid) {
+#pragma unroll
+              for (int qi = 0; qi < kMaxMappingFactor; ++qi)
+                bits |= static_cast<std::uint64_t>((mo[qi] >> b) & 1u) << (qi * 8 + slot);
+            }
+            // OR over the lanes of one entry (at most `pack` consecutive lanes), then its first lane in this
+            // batch ORs it in (an entry may continue in the next batch or window; the row was cleared).
+            for (int off = 1; off < pack; off <<= 1) {
+              const std::uint64_t ob = __shfl_down_sync(kFull, bits, off);
+              const std::int32_t oe = __shfl_down_sync(kFull, ent, off);
+              if (lane + off < 32 && oe == ent) bits |= ob;
+            }
+            const std::int32_t prev = __shfl_up_sync(kFull, ent, 1);
+            if (valid && (lane == 0 || prev != ent))
+              atomicOr(reinterpret_cast<unsigned long long*>(member + de), static_cast<unsigned long long>(bits));
+          }
         }
       }
-      if (pack && p.membership && acc_entry >= 0)
-        atomicOr(reinterpret_cast<unsigned long long*>(member + acc_entry), acc);
     }
+    done += total;
   }
   if (!kWrite) {
     if (lane == 0) offsets_or_counts[row] = pack ? (done + pack - 1) / pack : done;
