@@ -31,13 +31,22 @@ bool tile_offsets_are_mask_offsets(const PrepParams& p);
 /// Look-back state words (launch_prep_lookback.cuh) of the single-pass tile-row builder.
 std::int64_t tile_rows_lookback_words(const PrepParams& p);
 
-/// Whether the single-pass builder serves plan `p`: a span form (not packed KV) whose CTA row bitmaps fit in
-/// shared memory.
+/// Whether one launch builds the tile rows of plan `p` (no count pass, no scan): the streaming builder when
+/// c_q == 1 (any KV mapping, any row length), else the single-pass bitmap builder for span forms whose CTA row
+/// bitmaps fit in shared memory.
 bool tile_rows_single_pass_fits(const PrepParams& p);
 
-/// Single-pass tile-row builder (launch_prep_rows_single_pass.cu): writes the rows' entries (kv_tile, member) in
-/// ascending or descending traversal order and, unless tile_offsets_are_mask_offsets(p), tile_offsets. Returns false
-/// without launching anything when !tile_rows_single_pass_fits(p) (packed KV, or very long kv rows).
+/// Streaming tile-row builder for c_q == 1 (launch_prep_rows_stream.cu): writes the rows' entries (kv_tile or
+/// gather, member) in ascending or descending traversal order and, unless tile_offsets_are_mask_offsets(p),
+/// tile_offsets (look-back state `lookback` as for the single-pass builder). Returns false without launching
+/// anything when p.c_q != 1 or there are no rows.
+bool build_tile_rows_stream(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
+                            std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
+                            std::uint64_t* member, std::int32_t* gather, cudaStream_t stream);
+
+/// Single-pass bitmap tile-row builder (launch_prep_rows_single_pass.cu), for c_q > 1: writes the rows' entries
+/// (kv_tile, member) in ascending or descending traversal order and, unless tile_offsets_are_mask_offsets(p),
+/// tile_offsets. Returns false without launching anything when the bitmaps do not fit (or packed KV).
 bool build_tile_rows_single_pass(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                                  std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
                                  std::uint64_t* member, cudaStream_t stream);

@@ -10,7 +10,8 @@
 //  - Emission from the bitmap, 32 entries at a time with one entry per lane (each lane finds its entry's word,
 //    unit and offset from a warp scan of the per-word counts), stored coalesced. Descending traversal is the
 //    index permutation n - 1 - k.
-// Packed KV uses the two-pass builder (see tile_rows_single_pass_fits).
+// Used for c_q > 1 (c_q == 1 goes to the streaming builder, launch_prep_rows_stream.cu); packed KV with c_q > 1
+// uses the two-pass builder.
 // Rows whose bitmaps do not fit (4 * c_q * ceil(n_kvb / 32) words > 32 KB: n_kvb > 8,192 at c_q = 8, > 16,384 at
 // c_q = 4, > 32,768 at c_q = 2, > 65,536 at c_q = 1) use the two-pass builder in
 // launch_prep_tiles.cu. With known offsets (Direct KV: mu(M)'s own) the look-back is skipped.
@@ -209,13 +210,15 @@ std::int64_t tile_rows_lookback_words(const PrepParams& p) {
 // one-pass packed emission took 214 / 256 / 309 us for kv64p2 / p4 / p8 against 160 us for the two-pass
 // builder (bench/NOTES.md, "Launch preparation, third pass"); that emission was removed (it is in git history at
 // d5a7fbb, src/cuda/launch_prep_rows_single_pass.cu, for a rework).
-bool tile_rows_single_pass_fits(const PrepParams& p) { return !p.pack && smem_bytes(p) <= kMaxSmemBytes; }
+bool tile_rows_single_pass_fits(const PrepParams& p) {
+  return p.c_q == 1 || (!p.pack && smem_bytes(p) <= kMaxSmemBytes);  // c_q == 1: launch_prep_rows_stream.cu
+}
 
 bool build_tile_rows_single_pass(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                                  std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
                                  std::uint64_t* member, cudaStream_t stream) {
   const std::int64_t rows = p.tile_rows();
-  if (rows == 0 || !tile_rows_single_pass_fits(p)) return false;
+  if (rows == 0 || p.pack || smem_bytes(p) > kMaxSmemBytes) return false;
   const auto ctas = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
   const int desc = p.traversal == 1 ? 1 : 0;
   const auto smem = static_cast<std::size_t>(smem_bytes(p));

@@ -1,8 +1,9 @@
 // GPU tile-row builders: refined tile lists, coarsened tile lists with membership bitmasks, packed KV index
 // lists, and the traversal order. Output is defined by core/launch_prep_rules.hpp (build_tile_row,
-// reorder_tile_row) and equals the CPU twins bit for bit; only the method differs. The single-pass builder
-// (launch_prep_rows_single_pass.cu) serves every row whose bitmap fits in shared memory; this file holds the
-// driver, the two-pass builder for longer rows and the run-major reorder:
+// reorder_tile_row) and equals the CPU twins bit for bit; only the method differs. The streaming builder
+// (launch_prep_rows_stream.cu) serves every plan with c_q == 1, the single-pass bitmap builder
+// (launch_prep_rows_single_pass.cu) span forms with c_q > 1 whose bitmaps fit in shared memory; this file holds the
+// driver, the two-pass builder for the rest (packed KV with c_q > 1, very long rows) and the run-major reorder:
 //  - Two-pass builder: one warp per tile row. The warp walks the row's kv-block space in windows of 1,024
 //    logical kv blocks (skipping windows no cursor reaches). For each of the row's c_q logical rows it loads the
 //    window's columns coalesced (32 per step) and sets them in a per-row bitmap in shared memory (32 words per
@@ -11,9 +12,7 @@
 //    scan of the per-lane counts gives every unit its entry position. The write pass then expands the window 32
 //    entries at a time, one per lane (each lane finds its word by a shuffle binary search over the scan, its
 //    unit with __fns); membership bits are shifts of the owner's c_q words. No serial merge, no 64-bit division.
-//  - Counting: when c_q == 1 and c_kv == 1 (Direct, Refined and packed KV) a row's entry count follows from its
-//    mask row length alone (one thread per row); otherwise the bitmap kernel runs in count mode. CUB scans the
-//    counts into the tile-row offsets. Direct KV in another traversal order uses mu(M)'s offsets as they are.
+//  - Counting: the bitmap kernel runs in count mode and CUB scans the counts into the tile-row offsets.
 //  - Traversal: descending is an index permutation inside the write pass; run-major writes ascending entries to
 //    scratch, then one warp per row (rows of <= 256 entries first copied into shared memory) finds the runs
 //    (ballot over 32 entries at a time) and emits them by decreasing length (one sweep over the run list per
@@ -200,30 +199,6 @@ __global__ void __launch_bounds__(kThreads) tile_rows_kernel(PrepParams p, const
   }
 }
 
-// c_q == 1 and c_kv == 1: a tile row is a logical row; its entry count follows from its length (and, for
-// Refined KV, whether it holds the ragged last block). One thread per row; counts[rows] = 0.
-__global__ void count_rows_simple_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
-                                         const std::int32_t* __restrict__ cols, std::int32_t* __restrict__ counts) {
-  const std::int32_t rows = static_cast<std::int32_t>(p.tile_rows());
-  const std::int32_t r = static_cast<std::int32_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r > rows) return;
-  if (r == rows) {
-    counts[r] = 0;
-    return;
-  }
-  const std::int32_t b = row_offsets[r], e = row_offsets[r + 1];
-  const std::int32_t len = e - b;
-  std::int32_t n;
-  if (p.pack) {
-    n = (len + p.pack - 1) / p.pack;
-  } else {
-    n = len * p.r_kv;
-    const std::int32_t last = static_cast<std::int32_t>(p.n_kvb) - 1;
-    if (len > 0 && cols[e - 1] == last) n += unit_entries(p, last) - p.r_kv;
-  }
-  counts[r] = n;
-}
-
 // Rows of the run-major reorder held in shared memory (entries, membership, run starts), per warp.
 constexpr int kRunStageEntries = 256;  // entries (and run starts) of a staged row
 constexpr int kRunStageInts = 512;     // kv tiles (span) or gather slots (packed) of a staged row
@@ -311,7 +286,6 @@ __global__ void run_major_kernel(PrepParams p, const std::int32_t* __restrict__ 
   }
 }
 
-unsigned blocks_for(std::int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 unsigned row_blocks(std::int64_t rows) { return static_cast<unsigned>((rows + kWarps - 1) / kWarps); }
 
 }  // namespace
@@ -334,15 +308,12 @@ void build_tile_rows_gpu(const PrepParams& p, const std::int32_t* row_offsets, c
     if (!mask_offsets) TESSERA_CUDA_CHECK(cudaMemsetAsync(b.tile_offsets, 0, sizeof(std::int32_t), stream));
     return;
   }
-  if (!build_tile_rows_single_pass(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out, stream)) {
+  if (!build_tile_rows_stream(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out, gather_out,
+                              stream) &&
+      !build_tile_rows_single_pass(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out, stream)) {
     if (!mask_offsets) {
-      if (p.c_q == 1 && p.c_kv == 1) {
-        count_rows_simple_kernel<<<blocks_for(rows + 1), kThreads, 0, stream>>>(p, row_offsets, cols,
-                                                                               b.tile_offsets);
-      } else {
-        tile_rows_kernel<false><<<row_blocks(rows + 1), kThreads, 0, stream>>>(p, row_offsets, cols, b.tile_offsets,
-                                                                             nullptr, nullptr, nullptr, 0);
-      }
+      tile_rows_kernel<false><<<row_blocks(rows + 1), kThreads, 0, stream>>>(p, row_offsets, cols, b.tile_offsets,
+                                                                           nullptr, nullptr, nullptr, 0);
       TESSERA_CUDA_CHECK_LAUNCH();
       std::size_t temp = b.cub_temp_bytes;
       TESSERA_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(b.cub_temp, temp, b.tile_offsets, b.tile_offsets,

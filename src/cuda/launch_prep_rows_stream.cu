@@ -1,0 +1,168 @@
+// Streaming GPU tile-row builder for plans whose tile rows are single logical rows (c_q == 1): Direct, Coarsened,
+// Refined and packed KV, ascending or descending. Output is defined by core/launch_prep_rules.hpp (build_tile_row)
+// and equals the CPU twins bit for bit; only the method differs from the bitmap builders:
+//  - One warp per tile row, 4 rows per CTA, any row length (no shared-memory bitmap). The row's columns are sorted
+//    and distinct, so a kv unit (c_kv adjacent blocks) is a run of consecutive columns: column i starts a unit when
+//    i is the row's first or its unit differs from column i - 1's. The warp reads the columns 32 at a time; a
+//    ballot of the unit starts gives every unit its rank in the row, so each unit's entries (span: rank * r_kv,
+//    only the row's last unit can be ragged; packed: entry rank / pack, slot rank % pack) are written without a
+//    scan or a bitmap.
+//  - Entry counts: c_kv == 1 gives the units from the row length; otherwise a counting sweep over the columns
+//    first. Offsets come from a decoupled look-back over the CTAs (launch_prep_lookback.cuh), or are mu(M)'s own
+//    (Direct KV) with no look-back.
+//  - Membership: span units OR 1 << (col % c_kv) over their (at most c_kv) columns; a packed entry with k units
+//    has bits 0 .. k-1 (c_q == 1: one logical row).
+#include <cuda_runtime.h>
+
+#include "core/launch_prep_rules.hpp"
+#include "cuda/check.cuh"
+#include "cuda/launch_prep_kernels.cuh"
+#include "cuda/launch_prep_lookback.cuh"
+#include "cuda/launch_prep_warp.cuh"
+
+namespace tessera::prep {
+
+namespace {
+
+using namespace detail;
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;  // rows per CTA (tile_rows_lookback_words assumes the same)
+
+// Whether column index i (b <= i < e) starts a kv unit of the row.
+__device__ __forceinline__ bool unit_start(const std::int32_t* __restrict__ cols, std::int32_t b, std::int32_t i,
+                                           std::int32_t c, int log_ckv) {
+  return i == b || (__ldg(cols + i - 1) >> log_ckv) != (c >> log_ckv);
+}
+
+// Units of a row [b, e) (all lanes; warp-uniform result).
+__device__ __forceinline__ std::int32_t row_unit_count(const std::int32_t* __restrict__ cols, std::int32_t b,
+                                                       std::int32_t e, int log_ckv) {
+  if (log_ckv == 0) return e - b;  // distinct columns: one unit each
+  std::int32_t n = 0;
+  for (std::int32_t base = b; base < e; base += 32) {
+    const std::int32_t i = base + threadIdx.x % 32;
+    const bool start = i < e && unit_start(cols, b, i, __ldg(cols + i), log_ckv);
+    n += __popc(__ballot_sync(kFull, start));
+  }
+  return n;
+}
+
+template <bool kLookBack>
+__global__ void __launch_bounds__(kThreads)
+    rows_stream_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets, const std::int32_t* __restrict__ cols,
+                       std::int32_t* __restrict__ tile_offsets, LookBackState lb, std::int32_t* __restrict__ kv_tile,
+                       std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather, int desc) {
+  __shared__ std::int32_t row_entries[kWarps];
+  __shared__ std::int32_t cta_ticket, cta_base, cta_last;
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const std::int32_t rows = static_cast<std::int32_t>(p.tile_rows());
+  const std::int32_t tile = kLookBack ? lookback_ticket(lb, cta_ticket) : static_cast<std::int32_t>(blockIdx.x);
+  const std::int32_t row = tile * kWarps + warp;
+  const bool has_row = row < rows;  // warp-uniform
+  const UnitRules ur(p);
+  const int log_ckv = ur.log_ckv;
+  const int pack = ur.pack;
+  // c_q == 1: tile row `row` is logical row `row` of mu(M).
+  std::int32_t b = 0, e = 0, n_units = 0, n_row = 0;
+  if (has_row) {
+    b = __ldg(row_offsets + row);
+    e = __ldg(row_offsets + row + 1);
+    n_units = row_unit_count(cols, b, e, log_ckv);
+    if (pack) {
+      n_row = (n_units + pack - 1) / pack;
+    } else {
+      n_row = n_units * ur.r_kv;
+      if (n_units > 0 && (__ldg(cols + e - 1) >> log_ckv) == ur.last_unit) n_row += ur.last_extra;
+    }
+  }
+  std::int64_t o = 0;
+  if (kLookBack) {
+    if (lane == 0) row_entries[warp] = n_row;
+    __syncthreads();
+    if (warp == 0) {
+      const std::int32_t total = warp_sum(lane < kWarps ? row_entries[lane] : 0);
+      const std::uint64_t before = lookback_exclusive(lb, tile, static_cast<std::uint64_t>(total));
+      if (lane == 0) cta_base = static_cast<std::int32_t>(before);
+    }
+    __syncthreads();
+    o = cta_base;
+    for (int k = 0; k < warp; ++k) o += row_entries[k];
+    if (has_row && lane == 0) {
+      tile_offsets[row] = static_cast<std::int32_t>(o);
+      if (row == rows - 1) tile_offsets[rows] = static_cast<std::int32_t>(o + n_row);
+    }
+    lookback_finish(lb, static_cast<std::int32_t>(gridDim.x), cta_last);
+  } else if (has_row) {
+    o = b;  // Direct KV: the tile rows' offsets are mu(M)'s
+  }
+  if (!has_row || n_row == 0) return;
+  const int log_rkv = log2_factor(ur.r_kv);
+  const int log_pack = pack ? log2_factor(pack) : 0;
+  const std::int32_t kj_mask = ur.c_kv - 1;  // a column's block inside its unit
+  std::int32_t units_before = 0;
+  for (std::int32_t base = b; base < e; base += 32) {
+    const std::int32_t i = base + lane;
+    const std::int32_t c = i < e ? __ldg(cols + i) : 0;
+    const bool start = i < e && unit_start(cols, b, i, c, log_ckv);
+    const unsigned bal = __ballot_sync(kFull, start);
+    if (start) {
+      const std::int32_t rank = units_before + __popc(bal & lanes_below(lane));
+      const std::int32_t unit = c >> log_ckv;
+      if (!pack) {
+        std::uint64_t bits = 0;
+        if (p.membership) {
+          // The unit's columns: this one and the following ones of the same unit (at most c_kv in all).
+          bits = std::uint64_t{1} << (c & kj_mask);
+          for (std::int32_t k = i + 1; k < e && k < i + ur.c_kv; ++k) {
+            const std::int32_t ck = __ldg(cols + k);
+            if ((ck >> log_ckv) != unit) break;
+            bits |= std::uint64_t{1} << (ck & kj_mask);
+          }
+        }
+        const std::int32_t ne = ur.entries(unit);
+        const std::int32_t first = rank << log_rkv;  // units before are whole (only the last one is ragged)
+        for (std::int32_t j = 0; j < ne; ++j) {
+          const std::int32_t kk = first + j;
+          const std::int64_t d = o + (desc ? n_row - 1 - kk : kk);
+          kv_tile[d] = unit * ur.r_kv + j;
+          if (p.membership) member[d] = bits;
+        }
+      } else {
+        const std::int32_t ent = rank >> log_pack, slot = rank & (pack - 1);
+        const std::int64_t de = o + (desc ? n_row - 1 - ent : ent);
+        gather[de * pack + slot] = unit;
+        if (slot == 0) {
+          const std::int32_t k = min(pack, n_units - rank);  // units of this entry
+          if (p.membership) member[de] = (std::uint64_t{1} << k) - 1;
+          for (std::int32_t s = k; s < pack; ++s) gather[de * pack + s] = -1;  // padding slots of the last entry
+        }
+      }
+    }
+    units_before += __popc(bal);
+  }
+}
+
+}  // namespace
+
+bool build_tile_rows_stream(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
+                            std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
+                            std::uint64_t* member, std::int32_t* gather, cudaStream_t stream) {
+  const std::int64_t rows = p.tile_rows();
+  if (rows == 0 || p.c_q != 1) return false;
+  const auto ctas = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
+  const int desc = p.traversal == 1 ? 1 : 0;
+  if (tile_offsets_are_mask_offsets(p)) {
+    rows_stream_kernel<false><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, nullptr, LookBackState{}, kv_tile,
+                                                             member, gather, desc);
+  } else {
+    rows_stream_kernel<true><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, tile_offsets,
+                                                            detail::lookback_state(lookback), kv_tile, member, gather,
+                                                            desc);
+  }
+  TESSERA_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
+}  // namespace tessera::prep
