@@ -1,7 +1,8 @@
 // Streaming GPU tile-row builder for plans whose tile rows are single logical rows (c_q == 1): Direct, Coarsened,
 // Refined and packed KV, ascending or descending. Output is defined by core/launch_prep_rules.hpp (build_tile_row)
 // and equals the CPU twins bit for bit; only the method differs from the bitmap builders:
-//  - One warp per tile row, 4 rows per CTA, any row length (no shared-memory bitmap). The row's columns are sorted
+//  - 32 consecutive tile rows per CTA, 8 per warp (fewer CTAs, so fewer look-back steps and atomics; measured on
+//    the H200: 4 rows per CTA spent about half the kernel in the look-back), any row length (no bitmap). The row's columns are sorted
 //    and distinct, so a kv unit (c_kv adjacent blocks) is a run of consecutive columns: column i starts a unit when
 //    i is the row's first or its unit differs from column i - 1's. The warp reads the columns 32 at a time; a
 //    ballot of the unit starts gives every unit its rank in the row, so each unit's entries (span: rank * r_kv,
@@ -27,7 +28,10 @@ namespace {
 using namespace detail;
 
 constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / 32;  // rows per CTA (tile_rows_lookback_words assumes the same)
+constexpr int kWarps = kThreads / 32;
+constexpr int kRowsPerWarp = 8;
+constexpr int kRowsPerCta = kWarps * kRowsPerWarp;  // 32: one per lane of the look-back warp
+static_assert(kRowsPerCta == 32);
 
 // Whether column index i (b <= i < e) starts a kv unit of the row.
 __device__ __forceinline__ bool unit_start(const std::int32_t* __restrict__ cols, std::int32_t b, std::int32_t i,
@@ -48,56 +52,24 @@ __device__ __forceinline__ std::int32_t row_unit_count(const std::int32_t* __res
   return n;
 }
 
-template <bool kLookBack>
-__global__ void __launch_bounds__(kThreads)
-    rows_stream_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets, const std::int32_t* __restrict__ cols,
-                       std::int32_t* __restrict__ tile_offsets, LookBackState lb, std::int32_t* __restrict__ kv_tile,
-                       std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather, int desc) {
-  __shared__ std::int32_t row_entries[kWarps];
-  __shared__ std::int32_t cta_ticket, cta_base, cta_last;
-  const int warp = threadIdx.x / 32;
+// Entries of tile row `row` (c_q == 1: logical row `row` of mu(M), columns [b, e)); all lanes, warp-uniform.
+__device__ __forceinline__ std::int32_t row_entry_count(const UnitRules& ur, const std::int32_t* __restrict__ cols,
+                                                        std::int32_t b, std::int32_t e, std::int32_t& n_units) {
+  n_units = row_unit_count(cols, b, e, ur.log_ckv);
+  if (ur.pack) return (n_units + ur.pack - 1) / ur.pack;
+  std::int32_t n = n_units * ur.r_kv;
+  if (n_units > 0 && (__ldg(cols + e - 1) >> ur.log_ckv) == ur.last_unit) n += ur.last_extra;
+  return n;
+}
+
+// Writes the entries of one tile row (columns [b, e), n_units units, n_row entries at o; desc: reversed).
+__device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& ur, const std::int32_t* __restrict__ cols,
+                                         std::int32_t b, std::int32_t e, std::int32_t n_units, std::int32_t n_row,
+                                         std::int64_t o, int desc, std::int32_t* __restrict__ kv_tile,
+                                         std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather) {
   const int lane = threadIdx.x % 32;
-  const std::int32_t rows = static_cast<std::int32_t>(p.tile_rows());
-  const std::int32_t tile = kLookBack ? lookback_ticket(lb, cta_ticket) : static_cast<std::int32_t>(blockIdx.x);
-  const std::int32_t row = tile * kWarps + warp;
-  const bool has_row = row < rows;  // warp-uniform
-  const UnitRules ur(p);
   const int log_ckv = ur.log_ckv;
   const int pack = ur.pack;
-  // c_q == 1: tile row `row` is logical row `row` of mu(M).
-  std::int32_t b = 0, e = 0, n_units = 0, n_row = 0;
-  if (has_row) {
-    b = __ldg(row_offsets + row);
-    e = __ldg(row_offsets + row + 1);
-    n_units = row_unit_count(cols, b, e, log_ckv);
-    if (pack) {
-      n_row = (n_units + pack - 1) / pack;
-    } else {
-      n_row = n_units * ur.r_kv;
-      if (n_units > 0 && (__ldg(cols + e - 1) >> log_ckv) == ur.last_unit) n_row += ur.last_extra;
-    }
-  }
-  std::int64_t o = 0;
-  if (kLookBack) {
-    if (lane == 0) row_entries[warp] = n_row;
-    __syncthreads();
-    if (warp == 0) {
-      const std::int32_t total = warp_sum(lane < kWarps ? row_entries[lane] : 0);
-      const std::uint64_t before = lookback_exclusive(lb, tile, static_cast<std::uint64_t>(total));
-      if (lane == 0) cta_base = static_cast<std::int32_t>(before);
-    }
-    __syncthreads();
-    o = cta_base;
-    for (int k = 0; k < warp; ++k) o += row_entries[k];
-    if (has_row && lane == 0) {
-      tile_offsets[row] = static_cast<std::int32_t>(o);
-      if (row == rows - 1) tile_offsets[rows] = static_cast<std::int32_t>(o + n_row);
-    }
-    lookback_finish(lb, static_cast<std::int32_t>(gridDim.x), cta_last);
-  } else if (has_row) {
-    o = b;  // Direct KV: the tile rows' offsets are mu(M)'s
-  }
-  if (!has_row || n_row == 0) return;
   const int log_rkv = log2_factor(ur.r_kv);
   const int log_pack = pack ? log2_factor(pack) : 0;
   const std::int32_t kj_mask = ur.c_kv - 1;  // a column's block inside its unit
@@ -144,6 +116,58 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// kRowsPerCta consecutive tile rows per CTA, kRowsPerWarp per warp: first every row's entry count, then (kLookBack)
+// one look-back for the CTA's total, then the rows are written.
+template <bool kLookBack>
+__global__ void __launch_bounds__(kThreads)
+    rows_stream_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets, const std::int32_t* __restrict__ cols,
+                       std::int32_t* __restrict__ tile_offsets, LookBackState lb, std::int32_t* __restrict__ kv_tile,
+                       std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather, int desc) {
+  __shared__ std::int32_t row_b[kRowsPerCta], row_e[kRowsPerCta], row_units[kRowsPerCta], row_entries[kRowsPerCta];
+  __shared__ std::int32_t row_first[kRowsPerCta];  // kLookBack: the row's first entry
+  __shared__ std::int32_t cta_ticket, cta_last;
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const std::int32_t rows = static_cast<std::int32_t>(p.tile_rows());
+  const std::int32_t tile = kLookBack ? lookback_ticket(lb, cta_ticket) : static_cast<std::int32_t>(blockIdx.x);
+  const UnitRules ur(p);
+#pragma unroll 1
+  for (int r = warp * kRowsPerWarp; r < (warp + 1) * kRowsPerWarp; ++r) {
+    const std::int32_t row = tile * kRowsPerCta + r;
+    std::int32_t b = 0, e = 0, units = 0, n = 0;
+    if (row < rows) {  // warp-uniform; c_q == 1: tile row `row` is logical row `row` of mu(M)
+      b = __ldg(row_offsets + row);
+      e = __ldg(row_offsets + row + 1);
+      n = row_entry_count(ur, cols, b, e, units);
+    }
+    if (lane == 0) row_b[r] = b, row_e[r] = e, row_units[r] = units, row_entries[r] = n;
+  }
+  if (kLookBack) {
+    __syncthreads();
+    if (warp == 0) {  // kRowsPerCta == 32: one row per lane
+      const std::int32_t v = row_entries[lane];
+      const std::int32_t excl = warp_exclusive_scan(v, lane);
+      const std::int32_t total = __shfl_sync(kFull, excl + v, 31);
+      const auto before = static_cast<std::int32_t>(lookback_exclusive(lb, tile, static_cast<std::uint64_t>(total)));
+      row_first[lane] = before + excl;
+      const std::int32_t row = tile * kRowsPerCta + lane;
+      if (row < rows) tile_offsets[row] = before + excl;
+      if (row == rows - 1) tile_offsets[rows] = before + excl + v;
+    }
+    __syncthreads();
+    lookback_finish(lb, static_cast<std::int32_t>(gridDim.x), cta_last);
+  } else {
+    __syncwarp();
+  }
+#pragma unroll 1
+  for (int r = warp * kRowsPerWarp; r < (warp + 1) * kRowsPerWarp; ++r) {
+    const std::int32_t n = row_entries[r];
+    if (n == 0) continue;
+    const std::int64_t o = kLookBack ? row_first[r] : row_b[r];  // Direct KV: mu(M)'s offsets
+    emit_row(p, ur, cols, row_b[r], row_e[r], row_units[r], n, o, desc, kv_tile, member, gather);
+  }
+}
+
 }  // namespace
 
 bool build_tile_rows_stream(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
@@ -151,7 +175,7 @@ bool build_tile_rows_stream(const PrepParams& p, const std::int32_t* row_offsets
                             std::uint64_t* member, std::int32_t* gather, cudaStream_t stream) {
   const std::int64_t rows = p.tile_rows();
   if (rows == 0 || p.c_q != 1) return false;
-  const auto ctas = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
+  const auto ctas = static_cast<unsigned>((rows + kRowsPerCta - 1) / kRowsPerCta);  // <= the single-pass builder's
   const int desc = p.traversal == 1 ? 1 : 0;
   if (tile_offsets_are_mask_offsets(p)) {
     rows_stream_kernel<false><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, nullptr, LookBackState{}, kv_tile,
