@@ -17,6 +17,8 @@
 // launch_prep_tiles.cu. With known offsets (Direct KV: mu(M)'s own) the look-back is skipped.
 #include <cuda_runtime.h>
 
+#include <climits>
+
 #include "core/launch_prep_rules.hpp"
 #include "cuda/check.cuh"
 #include "cuda/launch_prep_kernels.cuh"
@@ -67,6 +69,9 @@ __device__ __forceinline__ int load_row(const PrepParams& p, const std::int32_t*
   __syncwarp();
   // The nq logical rows' columns are contiguous in cols: [bounds[0], bounds[nq]).
   const std::int32_t b = bounds[0], e = bounds[nq];
+  std::int32_t bnd[kMaxMappingFactor];  // ends of logical rows 0 .. nq - 2 (registers: read per column below)
+#pragma unroll
+  for (int q = 1; q < kMaxMappingFactor; ++q) bnd[q - 1] = q < nq ? bounds[q] : INT_MAX;
   for (std::int32_t base = b + lane; base < e; base += kLoadDepth * 32) {
     std::int32_t v[kLoadDepth];
 #pragma unroll
@@ -76,7 +81,8 @@ __device__ __forceinline__ int load_row(const PrepParams& p, const std::int32_t*
       if (v[k] < 0) continue;
       const std::int32_t idx = base + k * 32;
       int qi = 0;
-      for (int q = 1; q < nq; ++q) qi += idx >= bounds[q];
+#pragma unroll
+      for (int q = 0; q < kMaxMappingFactor - 1; ++q) qi += idx >= bnd[q];
       atomicOr(bm + qi * words + (v[k] >> 5), 1u << (v[k] & 31));
     }
   }

@@ -1,8 +1,9 @@
 // Streaming GPU tile-row builder for plans whose tile rows are single logical rows (c_q == 1): Direct, Coarsened,
 // Refined and packed KV, ascending or descending. Output is defined by core/launch_prep_rules.hpp (build_tile_row)
 // and equals the CPU twins bit for bit; only the method differs from the bitmap builders:
-//  - 32 consecutive tile rows per CTA, 8 per warp (fewer CTAs, so fewer look-back steps and atomics; measured on
-//    the H200: 4 rows per CTA spent about half the kernel in the look-back), any row length (no bitmap). The row's columns are sorted
+//  - 32 consecutive tile rows per CTA, 2 per warp (16 warps): fewer CTAs than one row per warp and 4 per CTA, so
+//    fewer look-back steps and atomics (on the H200 that form spent about half the kernel in the look-back), while
+//    enough warps stay resident (8 rows per warp filled 0.7 of a wave). Any row length (no bitmap). The row's columns are sorted
 //    and distinct, so a kv unit (c_kv adjacent blocks) is a run of consecutive columns: column i starts a unit when
 //    i is the row's first or its unit differs from column i - 1's. The warp reads the columns 32 at a time; a
 //    ballot of the unit starts gives every unit its rank in the row, so each unit's entries (span: rank * r_kv,
@@ -27,9 +28,9 @@ namespace {
 
 using namespace detail;
 
-constexpr int kThreads = 128;
+constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
-constexpr int kRowsPerWarp = 8;
+constexpr int kRowsPerWarp = 2;
 constexpr int kRowsPerCta = kWarps * kRowsPerWarp;  // 32: one per lane of the look-back warp
 static_assert(kRowsPerCta == 32);
 
