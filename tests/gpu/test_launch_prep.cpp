@@ -166,9 +166,9 @@ TEST(LaunchPrepGpu, ManyRowsMatchCpuTwinsBitForBit) {
   }
 }
 
-// Kv rows longer than the single-pass builder's shared-memory bitmaps (4 * c_q * ceil(n_kvb / 32) words > 32 KB:
-// n_kvb > 8,192 at c_q = 8, > 16,384 at c_q = 4): the two-pass builder; and the single pass on very long rows at
-// c_q <= 2 (n_kvb 24,600 - 32,600: up to 32,608 bytes of bitmaps at c_q = 2).
+// Very long kv rows (n_kvb 24,600 - 32,600): c_q = 1 on the streaming builder (any length); c_q = 2 on the
+// single-pass bitmap builder (up to 32,608 bytes of bitmaps); c_q = 4, 8 beyond its shared-memory bitmaps
+// (4 * c_q * ceil(n_kvb / 32) words > 32 KB): the two-pass builder.
 TEST(LaunchPrepGpu, VeryLongRowsMatchCpuTwinsBitForBit) {
   TESSERA_REQUIRE_GPU();
   std::mt19937_64 g(0x1049);
