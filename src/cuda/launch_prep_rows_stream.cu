@@ -34,22 +34,45 @@ constexpr int kRowsPerWarp = 2;
 constexpr int kRowsPerCta = kWarps * kRowsPerWarp;  // 32: one per lane of the look-back warp
 static_assert(kRowsPerCta == 32);
 
-// Whether column index i (b <= i < e) starts a kv unit of the row.
-__device__ __forceinline__ bool unit_start(const std::int32_t* __restrict__ cols, std::int32_t b, std::int32_t i,
-                                           std::int32_t c, int log_ckv) {
-  return i == b || (__ldg(cols + i - 1) >> log_ckv) != (c >> log_ckv);
-}
+// A sweep over a row's columns [b, e), 32 at a time (lane L holds column base + L), that tells each lane whether
+// its column starts a kv unit: its unit differs from the previous column's (shuffled from the lane before; lane 0
+// takes the previous chunk's lane 31, or "none" at the row start). The next chunk is loaded before the current one
+// is used, so two loads per lane are in flight.
+struct ColumnSweep {
+  const std::int32_t* __restrict__ cols;
+  std::int32_t base, e;
+  int log_ckv;
+  std::int32_t c = 0, next = 0;
+  std::int32_t carry = -1;  // column before the chunk (-1: none; its unit -1 differs from every unit)
+
+  __device__ __forceinline__ ColumnSweep(const std::int32_t* __restrict__ cols_, std::int32_t b, std::int32_t e_,
+                                         int log_ckv_)
+      : cols(cols_), base(b), e(e_), log_ckv(log_ckv_) {
+    const std::int32_t i = b + threadIdx.x % 32;
+    next = i < e ? __ldg(cols + i) : 0;
+  }
+  __device__ __forceinline__ bool more() const { return base < e; }
+  /// Takes the chunk at `base` (prefetching the next) and returns whether this lane's column starts a unit.
+  __device__ __forceinline__ bool step() {
+    const int lane = threadIdx.x % 32;
+    c = next;
+    const std::int32_t i = base + lane;
+    if (base + 32 < e) next = i + 32 < e ? __ldg(cols + i + 32) : 0;
+    std::int32_t prev = __shfl_up_sync(kFull, c, 1);
+    if (lane == 0) prev = carry;
+    carry = __shfl_sync(kFull, c, 31);
+    return i < e && (prev >> log_ckv) != (c >> log_ckv);
+  }
+  __device__ __forceinline__ void advance() { base += 32; }
+  __device__ __forceinline__ bool valid() const { return base + static_cast<std::int32_t>(threadIdx.x % 32) < e; }
+};
 
 // Units of a row [b, e) (all lanes; warp-uniform result).
 __device__ __forceinline__ std::int32_t row_unit_count(const std::int32_t* __restrict__ cols, std::int32_t b,
                                                        std::int32_t e, int log_ckv) {
   if (log_ckv == 0) return e - b;  // distinct columns: one unit each
   std::int32_t n = 0;
-  for (std::int32_t base = b; base < e; base += 32) {
-    const std::int32_t i = base + threadIdx.x % 32;
-    const bool start = i < e && unit_start(cols, b, i, __ldg(cols + i), log_ckv);
-    n += __popc(__ballot_sync(kFull, start));
-  }
+  for (ColumnSweep sw(cols, b, e, log_ckv); sw.more(); sw.advance()) n += __popc(__ballot_sync(kFull, sw.step()));
   return n;
 }
 
@@ -75,25 +98,35 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
   const int log_pack = pack ? log2_factor(pack) : 0;
   const std::int32_t kj_mask = ur.c_kv - 1;  // a column's block inside its unit
   std::int32_t units_before = 0;
-  for (std::int32_t base = b; base < e; base += 32) {
-    const std::int32_t i = base + lane;
-    const std::int32_t c = i < e ? __ldg(cols + i) : 0;
-    const bool start = i < e && unit_start(cols, b, i, c, log_ckv);
+  for (ColumnSweep sw(cols, b, e, log_ckv); sw.more(); sw.advance()) {
+    const bool start = sw.step();
+    const std::int32_t c = sw.c;
+    const std::int32_t i = sw.base + lane;
     const unsigned bal = __ballot_sync(kFull, start);
+    std::uint64_t bits = 0;
+    if (!pack && p.membership) {
+      // OR of 1 << (col % c_kv) over the unit's columns: a segmented OR over the (at most c_kv) lanes of each unit
+      // in this chunk; a unit that continues into the next chunk reads its remaining columns there.
+      const bool valid = sw.valid();
+      const std::int32_t u = c >> log_ckv;
+      bits = valid ? std::uint64_t{1} << (c & kj_mask) : 0;
+      for (int off = 1; off < ur.c_kv; off <<= 1) {
+        const std::uint64_t ob = __shfl_down_sync(kFull, bits, off);
+        const std::int32_t ou = __shfl_down_sync(kFull, u, off);
+        if (lane + off < 32 && ou == u) bits |= ob;
+      }
+      if (start && lane + ur.c_kv > 32) {
+        for (std::int32_t k = sw.base + 32; k < e && k < i + ur.c_kv; ++k) {
+          const std::int32_t ck = __ldg(cols + k);
+          if ((ck >> log_ckv) != u) break;
+          bits |= std::uint64_t{1} << (ck & kj_mask);
+        }
+      }
+    }
     if (start) {
       const std::int32_t rank = units_before + __popc(bal & lanes_below(lane));
       const std::int32_t unit = c >> log_ckv;
       if (!pack) {
-        std::uint64_t bits = 0;
-        if (p.membership) {
-          // The unit's columns: this one and the following ones of the same unit (at most c_kv in all).
-          bits = std::uint64_t{1} << (c & kj_mask);
-          for (std::int32_t k = i + 1; k < e && k < i + ur.c_kv; ++k) {
-            const std::int32_t ck = __ldg(cols + k);
-            if ((ck >> log_ckv) != unit) break;
-            bits |= std::uint64_t{1} << (ck & kj_mask);
-          }
-        }
         const std::int32_t ne = ur.entries(unit);
         const std::int32_t first = rank << log_rkv;  // units before are whole (only the last one is ragged)
         for (std::int32_t j = 0; j < ne; ++j) {
@@ -132,15 +165,16 @@ __global__ void __launch_bounds__(kThreads)
   const std::int32_t rows = static_cast<std::int32_t>(p.tile_rows());
   const std::int32_t tile = kLookBack ? lookback_ticket(lb, cta_ticket) : static_cast<std::int32_t>(blockIdx.x);
   const UnitRules ur(p);
+  // The warp's kRowsPerWarp + 1 row offsets in one load (lane r: offset of row r0 + r), then one row at a time.
+  const std::int32_t r0 = tile * kRowsPerCta + warp * kRowsPerWarp;
+  const std::int32_t off = lane <= kRowsPerWarp && r0 + lane <= rows ? __ldg(row_offsets + r0 + lane) : 0;
 #pragma unroll 1
-  for (int r = warp * kRowsPerWarp; r < (warp + 1) * kRowsPerWarp; ++r) {
-    const std::int32_t row = tile * kRowsPerCta + r;
-    std::int32_t b = 0, e = 0, units = 0, n = 0;
-    if (row < rows) {  // warp-uniform; c_q == 1: tile row `row` is logical row `row` of mu(M)
-      b = __ldg(row_offsets + row);
-      e = __ldg(row_offsets + row + 1);
-      n = row_entry_count(ur, cols, b, e, units);
-    }
+  for (int k = 0; k < kRowsPerWarp; ++k) {
+    const int r = warp * kRowsPerWarp + k;
+    const std::int32_t row = r0 + k;
+    const std::int32_t b = __shfl_sync(kFull, off, k), e = __shfl_sync(kFull, off, k + 1);
+    std::int32_t units = 0, n = 0;
+    if (row < rows) n = row_entry_count(ur, cols, b, e, units);  // warp-uniform; c_q == 1: logical row `row`
     if (lane == 0) row_b[r] = b, row_e[r] = e, row_units[r] = units, row_entries[r] = n;
   }
   if (kLookBack) {

@@ -1,0 +1,135 @@
+// Host-side dispatch of Runtime::run on the GPU machine (issue #6 target: P95 <= 10 us), with Google Benchmark:
+//  - BM_EmptyKernelLaunch: host time to enqueue an empty kernel (the floor of any launch on this machine).
+//  - BM_RuntimeHostDispatch/<plan>: Runtime::run on a new mask every iteration (mask_version 0: mu(M), selection,
+//    preparation, kernel), timed by DispatchInfo::host_dispatch_us (host time excluding the waits for the GPU), and
+//    its parts: select (lookup + eligibility), prepare enqueue, kernel enqueue. Counters p50_us / p95_us over the
+//    iterations. Request: 1 x 16,384 tokens x 8 heads x d128 bf16, 64 x 64 blocks, ~10 % random block-CSR mask.
+// Needs a GPU (skips each benchmark with a message otherwise).
+//   build/gpu/bin/bench_runtime_dispatch [--benchmark_out=FILE --benchmark_out_format=json]
+#include <benchmark/benchmark.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/check.cuh"
+#include "tessera/cuda_types.hpp"
+#include "tessera/runtime.hpp"
+
+namespace {
+
+using namespace tessera;
+
+__global__ void empty_kernel() {}
+
+bool have_gpu() { return cuda_device_count() > 0; }
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())))];
+}
+
+void BM_EmptyKernelLaunch(benchmark::State& state) {
+  if (!have_gpu()) return state.SkipWithError("no CUDA device");
+  cudaStream_t s;
+  TESSERA_CUDA_CHECK(cudaStreamCreate(&s));
+  int i = 0;
+  for (auto _ : state) {
+    empty_kernel<<<1, 32, 0, s>>>();
+    if (++i % 256 == 0) {  // keep the queue short (not timed)
+      state.PauseTiming();
+      TESSERA_CUDA_CHECK(cudaStreamSynchronize(s));
+      state.ResumeTiming();
+    }
+  }
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(s));
+  TESSERA_CUDA_CHECK(cudaStreamDestroy(s));
+}
+BENCHMARK(BM_EmptyKernelLaunch);
+
+/// One device request (tensors zeroed; the values do not matter for host time).
+struct DeviceRequest {
+  static constexpr std::int64_t kN = 16384, kH = 8, kD = 128, kB = 64;
+  void* q = nullptr;
+  void* k = nullptr;
+  void* v = nullptr;
+  void* o = nullptr;
+  std::int32_t* rows = nullptr;
+  std::int32_t* cols = nullptr;
+  AttentionRequest req;
+
+  DeviceRequest() {
+    const std::size_t bytes = static_cast<std::size_t>(kN * kH * kD) * 2;
+    for (void** p : {&q, &k, &v, &o}) {
+      TESSERA_CUDA_CHECK(cudaMalloc(p, bytes));
+      TESSERA_CUDA_CHECK(cudaMemset(*p, 0, bytes));
+    }
+    const std::int64_t nb = (kN + kB - 1) / kB;
+    std::vector<std::int32_t> ro{0}, ci;
+    std::mt19937_64 g(7);
+    for (std::int64_t r = 0; r < kH * nb; ++r) {
+      for (std::int64_t c = 0; c < nb; ++c)
+        if (g() % 10 == 0) ci.push_back(static_cast<std::int32_t>(c));
+      ro.push_back(static_cast<std::int32_t>(ci.size()));
+    }
+    TESSERA_CUDA_CHECK(cudaMalloc(&rows, ro.size() * 4));
+    TESSERA_CUDA_CHECK(cudaMalloc(&cols, ci.size() * 4));
+    TESSERA_CUDA_CHECK(cudaMemcpy(rows, ro.data(), ro.size() * 4, cudaMemcpyHostToDevice));
+    TESSERA_CUDA_CHECK(cudaMemcpy(cols, ci.data(), ci.size() * 4, cudaMemcpyHostToDevice));
+    req.q = make_tensor(q, DType::kBFloat16, Device::kCuda, {1, kN, kH, kD});
+    req.k = make_tensor(k, DType::kBFloat16, Device::kCuda, {1, kN, kH, kD});
+    req.v = make_tensor(v, DType::kBFloat16, Device::kCuda, {1, kN, kH, kD});
+    req.o = make_tensor(o, DType::kBFloat16, Device::kCuda, {1, kN, kH, kD});
+    req.geometry = {static_cast<int>(kB), static_cast<int>(kB)};
+    req.mask = BlockMask::from_block_csr(
+        make_tensor(rows, DType::kInt32, Device::kCuda, {static_cast<std::int64_t>(ro.size())}),
+        make_tensor(cols, DType::kInt32, Device::kCuda, {static_cast<std::int64_t>(ci.size())}), 1, kH, nb, nb);
+  }
+  ~DeviceRequest() {
+    for (void* p : {q, k, v, o, static_cast<void*>(rows), static_cast<void*>(cols)}) cudaFree(p);
+  }
+};
+
+// range(0): 0 = the selected plan, 1 = forced Direct split 1, 2 = forced Direct split 4 (work items + merge).
+void BM_RuntimeHostDispatch(benchmark::State& state) {
+  if (!have_gpu()) return state.SkipWithError("no CUDA device");
+  DeviceRequest dr;
+  Runtime rt;
+  cudaStream_t cs;
+  TESSERA_CUDA_CHECK(cudaStreamCreate(&cs));
+  const Stream s = reinterpret_cast<Stream>(cs);
+  RunOptions o;
+  if (state.range(0) > 0) {
+    o.plan_id = rt.direct_plan(dr.req);
+    if (state.range(0) == 2) o.plan_id.replace(o.plan_id.find(".split1."), 8, ".split4.");
+  }
+  for (int w = 0; w < 3; ++w) rt.run(dr.req, s, o);  // buffers grow, kernels load
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(cs));
+  std::vector<double> all, sel, prep, launch;
+  for (auto _ : state) {
+    rt.run(dr.req, s, o);
+    const DispatchInfo& d = rt.last_dispatch();
+    state.SetIterationTime(d.host_dispatch_us * 1e-6);
+    all.push_back(d.host_dispatch_us);
+    sel.push_back(d.host_select_us);
+    prep.push_back(d.host_prepare_us);
+    launch.push_back(d.host_launch_us);
+    TESSERA_CUDA_CHECK(cudaStreamSynchronize(cs));  // a new request starts from an idle stream (not timed)
+  }
+  state.counters["p50_us"] = percentile(all, 0.5);
+  state.counters["p95_us"] = percentile(all, 0.95);
+  state.counters["select_p50_us"] = percentile(sel, 0.5);
+  state.counters["prepare_p50_us"] = percentile(prep, 0.5);
+  state.counters["kernel_enqueue_p50_us"] = percentile(launch, 0.5);
+  state.SetLabel(rt.last_dispatch().plan_id);
+  TESSERA_CUDA_CHECK(cudaStreamDestroy(cs));
+}
+BENCHMARK(BM_RuntimeHostDispatch)->ArgName("plan")->Arg(0)->Arg(1)->Arg(2)->UseManualTime()->Iterations(400);
+
+}  // namespace
+
+BENCHMARK_MAIN();
