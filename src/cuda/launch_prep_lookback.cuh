@@ -5,8 +5,8 @@
 //
 // State: one 64-bit status word per CTA and two counters (ticket, done), all zero before the launch. A CTA takes a
 // ticket (its position in the prefix order: earlier tickets belong to CTAs already running, so waiting on them
-// cannot deadlock), publishes its aggregate, and one warp reads the statuses of the 256 preceding tickets at a time
-// (8 per lane) until it meets an inclusive prefix. The last CTA to finish clears the state again, so every launch leaves it zero
+// cannot deadlock), publishes its aggregate, and one warp reads the statuses of the 32 preceding tickets at a time
+// until it meets an inclusive prefix. The last CTA to finish clears the state again, so every launch leaves it zero
 // (allocation clears it once; no reset launch; safe to capture in a CUDA graph).
 // Status word: flag in bits 62-63 (0 = not yet published, 1 = aggregate, 2 = inclusive prefix), value in bits
 // 0-61. Values are sums of non-negative counts whose total stays below 2^62 (callers' totals fit int32 fields).
@@ -55,15 +55,8 @@ __device__ __forceinline__ std::int32_t lookback_ticket(const LookBackState& s, 
   return slot;
 }
 
-/// Predecessor statuses each lane reads per look-back step (the warp covers 32 * kLbPerLane tickets per step).
-inline constexpr int kLbPerLane = 8;
-
 /// One full warp: publishes the aggregate of ticket `tile` and returns (on every lane) the sum of the aggregates of
-/// tickets 0 .. tile-1; then publishes the inclusive prefix. Each step reads a window of 32 * kLbPerLane preceding
-/// statuses (lane L: the kLbPerLane tickets L * kLbPerLane + 1 .. (L + 1) * kLbPerLane back from the window's end,
-/// all loads in flight), waits until the whole window is published, and ends at the nearest inclusive prefix. A
-/// wide window keeps the walk short when many CTAs of a wave published only their aggregates (measured on the
-/// H200: a 32-ticket window walked up to ~13 steps behind a wave of ~400 CTAs).
+/// tickets 0 .. tile-1; then publishes the inclusive prefix.
 __device__ __forceinline__ std::uint64_t lookback_exclusive(const LookBackState& s, std::int32_t tile,
                                                             std::uint64_t aggregate) {
   const int lane = threadIdx.x % 32;
@@ -73,34 +66,18 @@ __device__ __forceinline__ std::uint64_t lookback_exclusive(const LookBackState&
   }
   if (lane == 0) lb_store(s.status + tile, kLbAggregate | aggregate);
   std::uint64_t exclusive = 0;
-  for (std::int32_t end = tile;; end -= 32 * kLbPerLane) {
-    std::uint64_t st[kLbPerLane];
+  for (std::int32_t end = tile;; end -= 32) {
+    const std::int32_t t = end - 1 - lane;  // lane L looks L + 1 tickets back from `end`
+    std::uint64_t st;
     for (;;) {
-      bool ready = true;
-#pragma unroll
-      for (int w = 0; w < kLbPerLane; ++w) {
-        const std::int32_t t = end - 1 - (lane * kLbPerLane + w);  // nearest first
-        st[w] = t >= 0 ? lb_load(s.status + t) : kLbInclusive;  // before ticket 0: inclusive prefix 0
-        ready = ready && st[w] != 0;
-      }
-      if (__all_sync(kFull, ready)) break;
+      st = t >= 0 ? lb_load(s.status + t) : kLbInclusive;  // before ticket 0: inclusive prefix 0
+      if (__all_sync(kFull, st != 0)) break;
       __nanosleep(32);
     }
-    // Per lane: the sum from its nearest ticket up to and including its first inclusive prefix (or all of its
-    // tickets); the nearest lane holding an inclusive prefix ends the walk.
-    std::uint64_t sum = 0;
-    bool inclusive = false;
-#pragma unroll
-    for (int w = 0; w < kLbPerLane; ++w) {
-      if (!inclusive) {
-        sum += st[w] & kLbValue;
-        inclusive = (st[w] & ~kLbValue) == kLbInclusive;
-      }
-    }
-    const unsigned with_inclusive = __ballot_sync(kFull, inclusive);
-    const int stop = with_inclusive ? __ffs(with_inclusive) - 1 : 31;
-    exclusive += warp_sum_u64(lane <= stop ? sum : 0);
-    if (with_inclusive) break;
+    const unsigned inclusive = __ballot_sync(kFull, (st & ~kLbValue) == kLbInclusive);
+    const int stop = inclusive ? __ffs(inclusive) - 1 : 31;  // the nearest inclusive prefix ends the walk
+    exclusive += warp_sum_u64(lane <= stop ? (st & kLbValue) : 0);
+    if (inclusive) break;
   }
   if (lane == 0) lb_store(s.status + tile, kLbInclusive | (exclusive + aggregate));
   return exclusive;

@@ -190,6 +190,7 @@ __global__ void __launch_bounds__(kThreads)
       if (row == rows - 1) tile_offsets[rows] = before + excl + v;
     }
     __syncthreads();
+    lookback_finish(lb, static_cast<std::int32_t>(gridDim.x), cta_last);
   } else {
     __syncwarp();
   }
@@ -200,8 +201,6 @@ __global__ void __launch_bounds__(kThreads)
     const std::int64_t o = kLookBack ? row_first[r] : row_b[r];  // Direct KV: mu(M)'s offsets
     emit_row(p, ur, cols, row_b[r], row_e[r], row_units[r], n, o, desc, kv_tile, member, gather);
   }
-  // Counted done after the writes, off the path to them (the state is cleared once every CTA's look-back is over).
-  if (kLookBack) lookback_finish(lb, static_cast<std::int32_t>(gridDim.x), cta_last);
 }
 
 }  // namespace
