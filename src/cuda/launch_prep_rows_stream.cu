@@ -153,7 +153,7 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
 // kRowsPerCta consecutive tile rows per CTA, kRowsPerWarp per warp: first every row's entry count, then (kLookBack)
 // one look-back for the CTA's total, then the rows are written.
 template <bool kLookBack>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 4)
     rows_stream_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets, const std::int32_t* __restrict__ cols,
                        std::int32_t* __restrict__ tile_offsets, LookBackState lb, std::int32_t* __restrict__ kv_tile,
                        std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather, int desc) {
