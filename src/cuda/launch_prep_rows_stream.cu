@@ -34,51 +34,37 @@ constexpr int kRowsPerWarp = 2;
 constexpr int kRowsPerCta = kWarps * kRowsPerWarp;  // 32: one per lane of the look-back warp
 static_assert(kRowsPerCta == 32);
 
-constexpr int kItems = 4;  // columns per lane per step (a blocked arrangement: 128 columns per warp step)
-
-// A sweep over a row's columns [b, e) in steps of 128: lane L holds the 4 columns at base + 4L .. base + 4L + 3
-// (base a multiple of 4, so whole rows inside the array load as aligned int4), and learns which of them start a
-// kv unit: a column whose unit differs from the previous column's (the lane before's last column is shuffled in;
-// lane 0 takes the previous step's lane 31, or "none" at the row start). Columns outside [b, e) read as -1.
+// A sweep over a row's columns [b, e), 32 at a time (lane L holds column base + L), that tells each lane whether
+// its column starts a kv unit: its unit differs from the previous column's (shuffled from the lane before; lane 0
+// takes the previous chunk's lane 31, or "none" at the row start). The next chunk is loaded before the current one
+// is used, so two loads per lane are in flight.
 struct ColumnSweep {
   const std::int32_t* __restrict__ cols;
-  std::int32_t b, e, base;
+  std::int32_t base, e;
   int log_ckv;
-  bool vec;  // cols is 16-byte aligned: int4 loads for whole in-row quadruples
-  std::int32_t c[kItems];
-  std::int32_t carry = -1;  // column before the step (-1: none; its unit -1 differs from every unit)
+  std::int32_t c = 0, next = 0;
+  std::int32_t carry = -1;  // column before the chunk (-1: none; its unit -1 differs from every unit)
 
-  __device__ __forceinline__ ColumnSweep(const std::int32_t* __restrict__ cols_, std::int32_t b_, std::int32_t e_,
+  __device__ __forceinline__ ColumnSweep(const std::int32_t* __restrict__ cols_, std::int32_t b, std::int32_t e_,
                                          int log_ckv_)
-      : cols(cols_), b(b_), e(e_), base(b_ & ~3), log_ckv(log_ckv_),
-        vec((reinterpret_cast<std::uintptr_t>(cols_) & 15) == 0) {}
-  __device__ __forceinline__ bool more() const { return base < e; }
-  /// Index of this lane's first column in the step.
-  __device__ __forceinline__ std::int32_t first() const { return base + kItems * static_cast<std::int32_t>(threadIdx.x % 32); }
-  __device__ __forceinline__ bool in_row(int k) const { return first() + k >= b && first() + k < e; }
-  /// Loads the step at `base` and returns this lane's unit starts (bit k: column first() + k starts a unit).
-  __device__ __forceinline__ unsigned step() {
-    const int lane = threadIdx.x % 32;
-    const std::int32_t i0 = first();
-    if (vec && i0 >= b && i0 + kItems <= e) {
-      const int4 v = __ldg(reinterpret_cast<const int4*>(cols + i0));
-      c[0] = v.x, c[1] = v.y, c[2] = v.z, c[3] = v.w;
-    } else {
-#pragma unroll
-      for (int k = 0; k < kItems; ++k) c[k] = i0 + k >= b && i0 + k < e ? __ldg(cols + i0 + k) : -1;
-    }
-    std::int32_t prev = __shfl_up_sync(kFull, c[kItems - 1], 1);
-    if (lane == 0) prev = carry;
-    carry = __shfl_sync(kFull, c[kItems - 1], 31);
-    unsigned starts = 0;
-#pragma unroll
-    for (int k = 0; k < kItems; ++k) {
-      if (in_row(k) && (prev >> log_ckv) != (c[k] >> log_ckv)) starts |= 1u << k;
-      prev = c[k];
-    }
-    return starts;
+      : cols(cols_), base(b), e(e_), log_ckv(log_ckv_) {
+    const std::int32_t i = b + threadIdx.x % 32;
+    next = i < e ? __ldg(cols + i) : 0;
   }
-  __device__ __forceinline__ void advance() { base += 32 * kItems; }
+  __device__ __forceinline__ bool more() const { return base < e; }
+  /// Takes the chunk at `base` (prefetching the next) and returns whether this lane's column starts a unit.
+  __device__ __forceinline__ bool step() {
+    const int lane = threadIdx.x % 32;
+    c = next;
+    const std::int32_t i = base + lane;
+    if (base + 32 < e) next = i + 32 < e ? __ldg(cols + i + 32) : 0;
+    std::int32_t prev = __shfl_up_sync(kFull, c, 1);
+    if (lane == 0) prev = carry;
+    carry = __shfl_sync(kFull, c, 31);
+    return i < e && (prev >> log_ckv) != (c >> log_ckv);
+  }
+  __device__ __forceinline__ void advance() { base += 32; }
+  __device__ __forceinline__ bool valid() const { return base + static_cast<std::int32_t>(threadIdx.x % 32) < e; }
 };
 
 // Units of a row [b, e) (all lanes; warp-uniform result).
@@ -86,8 +72,8 @@ __device__ __forceinline__ std::int32_t row_unit_count(const std::int32_t* __res
                                                        std::int32_t e, int log_ckv) {
   if (log_ckv == 0) return e - b;  // distinct columns: one unit each
   std::int32_t n = 0;
-  for (ColumnSweep sw(cols, b, e, log_ckv); sw.more(); sw.advance()) n += __popc(sw.step());
-  return warp_sum(n);
+  for (ColumnSweep sw(cols, b, e, log_ckv); sw.more(); sw.advance()) n += __popc(__ballot_sync(kFull, sw.step()));
+  return n;
 }
 
 // Entries of tile row `row` (c_q == 1: logical row `row` of mu(M), columns [b, e)); all lanes, warp-uniform.
@@ -113,76 +99,34 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
   const std::int32_t kj_mask = ur.c_kv - 1;  // a column's block inside its unit
   std::int32_t units_before = 0;
   for (ColumnSweep sw(cols, b, e, log_ckv); sw.more(); sw.advance()) {
-    const unsigned starts = sw.step();
-    const std::int32_t n_starts = __popc(starts);
-    const std::int32_t excl = warp_exclusive_scan(n_starts, lane);  // units of the step before this lane's
-    const std::int32_t i0 = sw.first();
-    // Membership pieces (span, c_kv > 1): this lane's leading columns of one unit, for the lane before.
-    std::int32_t lead_unit = -2, nb1_unit = -2, nb2_unit = -2;
-    std::uint64_t lead_bits = 0, nb1_bits = 0, nb2_bits = 0;
-    bool lead_all = false, nb1_all = false;
-    const bool span_member = !pack && p.membership;  // warp-uniform
-    if (span_member) {
-      if (sw.in_row(0)) {
-        lead_unit = sw.c[0] >> log_ckv;
-        lead_all = true;
-#pragma unroll
-        for (int k = 0; k < kItems; ++k) {
-          if (lead_all && sw.in_row(k) && (sw.c[k] >> log_ckv) == lead_unit)
-            lead_bits |= std::uint64_t{1} << (sw.c[k] & kj_mask);
-          else
-            lead_all = false;
+    const bool start = sw.step();
+    const std::int32_t c = sw.c;
+    const std::int32_t i = sw.base + lane;
+    const unsigned bal = __ballot_sync(kFull, start);
+    std::uint64_t bits = 0;
+    if (!pack && p.membership) {
+      // OR of 1 << (col % c_kv) over the unit's columns: a segmented OR over the (at most c_kv) lanes of each unit
+      // in this chunk; a unit that continues into the next chunk reads its remaining columns there.
+      const bool valid = sw.valid();
+      const std::int32_t u = c >> log_ckv;
+      bits = valid ? std::uint64_t{1} << (c & kj_mask) : 0;
+      for (int off = 1; off < ur.c_kv; off <<= 1) {
+        const std::uint64_t ob = __shfl_down_sync(kFull, bits, off);
+        const std::int32_t ou = __shfl_down_sync(kFull, u, off);
+        if (lane + off < 32 && ou == u) bits |= ob;
+      }
+      if (start && lane + ur.c_kv > 32) {
+        for (std::int32_t k = sw.base + 32; k < e && k < i + ur.c_kv; ++k) {
+          const std::int32_t ck = __ldg(cols + k);
+          if ((ck >> log_ckv) != u) break;
+          bits |= std::uint64_t{1} << (ck & kj_mask);
         }
       }
-      nb1_unit = __shfl_down_sync(kFull, lead_unit, 1);
-      nb1_bits = __shfl_down_sync(kFull, lead_bits, 1);
-      nb1_all = __shfl_down_sync(kFull, lead_all, 1);
-      nb2_unit = __shfl_down_sync(kFull, lead_unit, 2);
-      nb2_bits = __shfl_down_sync(kFull, lead_bits, 2);
     }
-#pragma unroll
-    for (int ks = 0; ks < kItems; ++ks) {
-      if (!((starts >> ks) & 1u)) continue;
-      const std::int32_t c = sw.c[ks];
-      const std::int32_t rank = units_before + excl + __popc(starts & ((1u << ks) - 1u));
+    if (start) {
+      const std::int32_t rank = units_before + __popc(bal & lanes_below(lane));
       const std::int32_t unit = c >> log_ckv;
       if (!pack) {
-        std::uint64_t bits = 0;
-        if (span_member) {
-          // OR of 1 << (col % c_kv) over the unit's (at most c_kv) columns: this lane's, then the next lanes'
-          // leading pieces, then (a unit that runs past them) the columns themselves.
-          bool done = false;
-#pragma unroll
-          for (int k = ks; k < kItems; ++k) {
-            if (!done && sw.in_row(k) && (sw.c[k] >> log_ckv) == unit) bits |= std::uint64_t{1} << (sw.c[k] & kj_mask);
-            else done = true;
-          }
-          std::int32_t nx = i0 + kItems;
-          if (!done) {
-            if (lane + 1 < 32 && nb1_unit == unit) {
-              bits |= nb1_bits;
-              if (nb1_all) nx += kItems;
-              else done = true;
-            } else if (lane + 1 < 32) {
-              done = true;
-            }
-          }
-          if (!done && nx == i0 + 2 * kItems) {
-            if (lane + 2 < 32 && nb2_unit == unit) {
-              bits |= nb2_bits;
-              nx += kItems;
-            } else if (lane + 2 < 32) {
-              done = true;
-            }
-          }
-          for (; !done && nx < e && nx < i0 + ks + ur.c_kv; ++nx) {
-            const std::int32_t ck = __ldg(cols + nx);
-            if ((ck >> log_ckv) != unit) break;
-            bits |= std::uint64_t{1} << (ck & kj_mask);
-          }
-        } else if (p.membership) {
-          bits = 1;  // not reached: span membership is handled above
-        }
         const std::int32_t ne = ur.entries(unit);
         const std::int32_t first = rank << log_rkv;  // units before are whole (only the last one is ragged)
         for (std::int32_t j = 0; j < ne; ++j) {
@@ -202,14 +146,14 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
         }
       }
     }
-    units_before += __shfl_sync(kFull, excl + n_starts, 31);
+    units_before += __popc(bal);
   }
 }
 
 // kRowsPerCta consecutive tile rows per CTA, kRowsPerWarp per warp: first every row's entry count, then (kLookBack)
 // one look-back for the CTA's total, then the rows are written.
 template <bool kLookBack>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, 4)
     rows_stream_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets, const std::int32_t* __restrict__ cols,
                        std::int32_t* __restrict__ tile_offsets, LookBackState lb, std::int32_t* __restrict__ kv_tile,
                        std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather, int desc) {
