@@ -3,13 +3,11 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "commands.hpp"
 #include "write_file.hpp"
 #include "core/catalog.hpp"
+#include "core/profile_file.hpp"
 #include "core/profile_record_check.hpp"
 #include "core/table_compiler.hpp"
 #include "tessera/error.hpp"
@@ -32,30 +30,7 @@ void run_compile(const CompileArgs& a) {
     throw Error(ErrorCode::kInvalidArgument, "--arch",
                 fmt::format("unknown architecture '{}' (sm80, sm86, sm89, sm90a, sm120)", a.arch));
   check_output_dir(a.out, "--out");
-  std::error_code ec;
-  if (std::filesystem::is_directory(a.in, ec))
-    throw Error(ErrorCode::kIoError, "--in", "'" + a.in + "' is a directory, not a profile file");
-  std::ifstream in(a.in);
-  if (!in) throw Error(ErrorCode::kIoError, "--in", "cannot read '" + a.in + "'");
-  std::vector<ProfileRecord> records;
-  std::string line;
-  int line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.empty()) continue;
-    try {
-      records.push_back(profile_record_from_json(line));
-      check_profile_record(records.back(), a.arch);
-    } catch (const Error& e) {
-      throw Error(ErrorCode::kFormatError, "--in", fmt::format("{} line {}: {}", a.in, line_no, e.message()));
-    }
-  }
-  if (records.empty()) throw Error(ErrorCode::kFormatError, "--in", fmt::format("{} holds no profile record", a.in));
-  try {
-    check_profile_record_set(records);
-  } catch (const Error& e) {
-    throw Error(ErrorCode::kFormatError, "--in", fmt::format("{} (non-empty lines counted): {}", a.in, e.message()));
-  }
+  const std::vector<ProfileRecord> records = read_profile_records(a.in, a.arch);
   if (std::none_of(records.begin(), records.end(), [](const ProfileRecord& r) { return r.valid; }))
     throw Error(ErrorCode::kFormatError, "--in",
                 fmt::format("{}: none of its {} records is valid (\"valid\": true)", a.in, records.size()));

@@ -22,6 +22,7 @@
 #include "tessera/runtime.hpp"
 #include "tessera_corpus/case_choice.hpp"
 #include "tessera_corpus/family.hpp"
+#include "tessera_corpus/profile_refeature.hpp"
 
 namespace tessera::tools {
 
@@ -91,7 +92,7 @@ void run_profile(const ProfileArgs& a) {
     rec.request = fmt::format("{}#{}", c.meta.source_id, c.meta.chunk);
     rec.split = c.meta.split == "profiling" ? "profile" : "eval";
     rec.key = fmt::format("{}.bf16.d128.q{}.kv{}", rt.arch(), c.meta.block_q, c.meta.block_kv);
-    rec.features = make_features(1, c.mask.heads, c.meta.n_q, base.stats);
+    rec.features = corpus::case_features(c, base.stats);  // the same as `tessera profile-refeature` derives
     // Reference once per case.
     DeviceTensor ref = make_device_tensor(DType::kFloat32, {1, c.meta.n_q, c.mask.heads, 128});
     {

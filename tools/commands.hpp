@@ -12,6 +12,7 @@ void add_inspect_mask_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
 void add_compile_table_command(CLI::App& app);
+void add_profile_refeature_command(CLI::App& app);
 
 /// Registers every subcommand (add new ones here).
 inline void register_commands(CLI::App& app) {
@@ -22,6 +23,7 @@ inline void register_commands(CLI::App& app) {
   add_run_command(app);
   add_profile_command(app);
   add_compile_table_command(app);
+  add_profile_refeature_command(app);
 }
 
 }  // namespace tessera::tools

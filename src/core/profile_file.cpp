@@ -6,9 +6,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "core/profile_record_check.hpp"
 #include "tessera/error.hpp"
 
 namespace tessera {
@@ -91,6 +93,38 @@ void append_case_records(const std::string& path, const std::vector<ProfileRecor
     off += static_cast<std::size_t>(n);
   }
   if (::close(fd) != 0) io_error(path, "cannot close");
+}
+
+std::vector<ProfileRecord> read_profile_records(const std::string& path, std::string_view arch,
+                                                std::vector<FeaturePresence>* present) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(ErrorCode::kIoError, "--in", "'" + path + "' is a directory, not a profile file");
+  std::ifstream in(path);
+  if (!in) throw Error(ErrorCode::kIoError, "--in", "cannot read '" + path + "'");
+  std::vector<ProfileRecord> records;
+  if (present) present->clear();
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty()) continue;
+    try {
+      FeaturePresence p{};
+      records.push_back(profile_record_from_json(line, present ? &p : nullptr));
+      if (present) present->push_back(p);
+      check_profile_record(records.back(), arch);
+    } catch (const Error& e) {
+      throw Error(ErrorCode::kFormatError, "--in", fmt::format("{} line {}: {}", path, line_no, e.message()));
+    }
+  }
+  if (records.empty()) throw Error(ErrorCode::kFormatError, "--in", fmt::format("{} holds no profile record", path));
+  try {
+    check_profile_record_set(records);
+  } catch (const Error& e) {
+    throw Error(ErrorCode::kFormatError, "--in", fmt::format("{} (non-empty lines counted): {}", path, e.message()));
+  }
+  return records;
 }
 
 }  // namespace tessera

@@ -1,9 +1,11 @@
 // The profile records file of `tessera profile`: one JSON record per line (table_compiler.hpp), appended one
-// case at a time, so that a run stopped by a time limit can be resumed (docs/selection.md, "Profiling").
+// case at a time, so that a run stopped by a time limit can be resumed (docs/selection.md, "Profiling"); and its
+// reading by `tessera compile-table` and `tessera profile-refeature`.
 #pragma once
 
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/table_compiler.hpp"
@@ -21,5 +23,13 @@ std::set<std::string> resume_profile_file(const std::string& path, int* repaired
 /// Appends all records of one case to the file with one write() of whole lines, then flushes it to the OS, so a
 /// run stopped between cases leaves only whole cases. Throws Error(kIoError, "--out") on failure.
 void append_case_records(const std::string& path, const std::vector<ProfileRecord>& records);
+
+/// Reads a whole records file named by option `--in`: each non-empty line is parsed (profile_record_from_json, with
+/// `present` when given: records of an older feature schema are accepted and their features marked) and checked
+/// (check_profile_record against `arch`, then check_profile_record_set). Throws Error(kIoError, "--in") for a
+/// directory or an unreadable file, Error(kFormatError, "--in", "<path> line <n>: ...") for a bad record and
+/// Error(kFormatError, "--in") for a file with no record or a bad record set.
+std::vector<ProfileRecord> read_profile_records(const std::string& path, std::string_view arch,
+                                                std::vector<FeaturePresence>* present = nullptr);
 
 }  // namespace tessera

@@ -179,7 +179,7 @@ double percentile(std::vector<double> v, double q) {
 
 }  // namespace
 
-ProfileRecord profile_record_from_json(const std::string& line) {
+ProfileRecord profile_record_from_json(const std::string& line, FeaturePresence* present) {
   ProfileRecord r;
   try {
     const json j = json::parse(line);
@@ -190,13 +190,14 @@ ProfileRecord profile_record_from_json(const std::string& line) {
     if (r.split != "profile" && r.split != "eval")
       throw Error(ErrorCode::kFormatError, "profile", "field 'split' must be \"profile\" or \"eval\", got \"" + r.split + "\"");
     r.key = j.at("key").get<std::string>();
-    std::array<bool, kFeatureCount> seen{};
+    FeaturePresence seen{};
     for (const auto& [name, v] : j.at("features").items()) {
       const int f = static_cast<int>(feature_from_name(name));
       r.features[f] = v.get<double>();
       seen[f] = true;
     }
-    for (int f = 0; f < kFeatureCount; ++f)
+    if (present) *present = seen;
+    for (int f = 0; f < kFeatureCount && !present; ++f)
       if (!seen[f])
         throw Error(ErrorCode::kFormatError, "profile",
                     fmt::format("field 'features' lacks '{}'", feature_name(static_cast<Feature>(f))));

@@ -29,8 +29,14 @@ struct ProfileRecord {
   std::string role;      ///< optional: "direct" (T = B plan), "default" (the key's documented default plan) or ""
 };
 
-/// Parses one JSON line of a profile file; throws Error(kFormatError, "profile", ...) naming the field.
-ProfileRecord profile_record_from_json(const std::string& line);
+/// Which features a record's JSON carried, indexed by Feature.
+using FeaturePresence = std::array<bool, kFeatureCount>;
+
+/// Parses one JSON line of a profile file; throws Error(kFormatError, "profile", ...) naming the field. With
+/// `present` null, every feature of the current schema must be given. With `present` given (records written
+/// under an older schema, for `tessera profile-refeature`), missing features are allowed, left 0 and marked
+/// false in *present.
+ProfileRecord profile_record_from_json(const std::string& line, FeaturePresence* present = nullptr);
 /// Serializes one record to a single JSON line (no trailing newline).
 std::string profile_record_to_json(const ProfileRecord& r);
 

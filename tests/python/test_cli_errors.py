@@ -2,7 +2,8 @@
 file, and nothing is reported as written that was not.
 
 Usage: python3 test_cli_errors.py TESSERA_BINARY WORK_DIR
-Covers: checked output files (run --json, compile-table --out), compile-table record checks, run argument checks
+Covers: checked output files (run --json, compile-table --out), compile-table record checks, profile-refeature
+(records of an older schema re-featured and compiled; features that disagree with the regenerated mask), run argument checks
 (--families, --cases-per-family on the CPU path), mask files (padding bits, errors naming the path, directories,
 crafted headers: overflowing sizes, bad integers and types), masks generate/stats and profile --list argument checks,
 inspect catalog / inspect plan.
@@ -74,6 +75,33 @@ def compile_table(tessera, work):
     check(rc != 0 and "--arch" in se, "compile-table unknown --arch", so + se)
     rc, so, se = run(tessera, "compile-table", "--in", path, "--out", out, "--arch", "sm80")
     check(rc != 0 and "--arch" in se and "line 1" in se, "compile-table --arch differs from the records", so + se)
+
+
+def profile_refeature(tessera, work):
+    rc, so, se = run(tessera, "profile", "--list", "--families", "Q64K64", "--cases-per-split", "1")
+    check(rc == 0 and so, "profile --list", so + se)
+    case = so.split()[0]  # <family>/<source>/<index>
+    key = "sm90a.bf16.d128.q64.kv64"
+    plan = "sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4"
+    old = json.loads(record(key, plan, case=case, source=case.split("/")[1], role="default"))
+    old["features"] = {}  # a schema older than every feature of today's: all are filled in
+    path, out = os.path.join(work, "old.jsonl"), os.path.join(work, "new.jsonl")
+    write(path, [json.dumps(old)])
+    rc, so, se = run(tessera, "profile-refeature", "--in", path, "--out", out, "--case-stats",
+                     os.path.join(work, "stats.jsonl"))
+    check(rc == 0 and "1 records of 1 cases" in so, "profile-refeature of a record with no features", so + se)
+    new = json.loads(open(out).read()) if rc == 0 else {"features": {}}
+    check(new["features"].get("mean_row_active", 0) > 0 and new["features"].get("density", 0) > 0,
+          "profile-refeature fills every feature", str(new))
+    rc, so, se = run(tessera, "compile-table", "--in", out, "--out", os.path.join(work, "rt.json"), "--min-leaf", "1")
+    check(rc == 0, "compile-table reads re-featured records", so + se)
+    old["features"] = dict(new["features"], density=new["features"].get("density", 0) * 1.5)
+    write(path, [json.dumps(old)])
+    rc, so, se = run(tessera, "profile-refeature", "--in", path, "--out", out + "2")
+    check(rc != 0 and case in se and "density" in se and not os.path.exists(out + "2"),
+          "profile-refeature: a recorded feature differs from the regenerated mask", so + se)
+    rc, so, se = run(tessera, "profile-refeature", "--in", path, "--out", "/nonexistent/dir/x.jsonl")
+    check(rc != 0 and "--out" in se, "profile-refeature bad --out", so + se)
 
 
 def run_command(tessera, work):
@@ -244,6 +272,7 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     compile_table(tessera, work)
+    profile_refeature(tessera, work)
     run_command(tessera, work)
     mask_files(tessera, work)
     crafted_mask_files(tessera, work)

@@ -1,0 +1,96 @@
+#include "tessera_corpus/profile_refeature.hpp"
+
+#include <fmt/core.h>
+
+#include <atomic>
+#include <charconv>
+#include <map>
+#include <mutex>
+
+#include "tessera/error.hpp"
+#include "tessera_corpus/packed_mask.hpp"
+#include "tessera_corpus/worker_pool.hpp"
+
+namespace tessera::corpus {
+
+ProfileCaseId parse_profile_case_id(const std::string& id) {
+  const std::size_t a = id.find('/'), b = id.rfind('/');
+  auto bad = [&] {
+    throw Error(ErrorCode::kFormatError, "case",
+                "case id '" + id + "' is not \"<family>/<source>/<index>\" (as `tessera profile` writes it)");
+  };
+  if (a == std::string::npos || a == b || a == 0 || b == a + 1 || b + 1 == id.size()) bad();
+  ProfileCaseId c;
+  c.family = id.substr(0, a);
+  c.source = id.substr(a + 1, b - a - 1);
+  const char* first = id.data() + b + 1;
+  const char* last = id.data() + id.size();
+  const auto [end, ec] = std::from_chars(first, last, c.index);
+  if (ec != std::errc() || end != last || c.index < 0) bad();
+  return c;
+}
+
+MaskStats case_mask_stats(const Case& c) {
+  const OwnedBlockMask m(c.mask);
+  return build_mask_state_cpu(m.mask()).stats;
+}
+
+FeatureVector case_features(const Case& c, const MaskStats& stats) {
+  return make_features(1, c.mask.heads, c.meta.n_q, stats);
+}
+
+int refeature_records(std::vector<ProfileRecord>& records, const std::vector<FeaturePresence>& present,
+                      const CorpusOptions& opt, int threads, std::map<std::string, MaskStats>* stats) {
+  if (present.size() != records.size())
+    throw Error(ErrorCode::kInvalidArgument, "present",
+                fmt::format("{} presence entries for {} records", present.size(), records.size()));
+  // Distinct cases, each with its first record (the one whose old features are checked for every record:
+  // records of one case carry the same features, check_profile_record_set).
+  std::map<std::string, std::size_t> first;
+  for (std::size_t i = 0; i < records.size(); ++i) first.emplace(records[i].case_id, i);
+  struct Job {
+    std::string id;
+    std::size_t record = 0;
+    FeatureVector features{};
+    MaskStats stats;
+    std::string error;
+  };
+  std::vector<Job> jobs;
+  for (const auto& [id, i] : first) jobs.push_back({id, i, {}, {}, {}});
+  std::atomic<std::size_t> next{0};
+  run_workers(threads, jobs.size(), [&] {
+    for (std::size_t j; (j = next.fetch_add(1)) < jobs.size();) {
+      Job& job = jobs[j];
+      try {
+        const ProfileCaseId cid = parse_profile_case_id(job.id);
+        const Case c = make_case(cid.family, cid.index, opt);
+        if (c.meta.source_id != cid.source)
+          throw Error(ErrorCode::kFormatError, "records",
+                      fmt::format("case '{}': the corpus case {} of family {} comes from source '{}'", job.id,
+                                  cid.index, cid.family, c.meta.source_id));
+        job.stats = case_mask_stats(c);
+        job.features = case_features(c, job.stats);
+        const ProfileRecord& old = records[job.record];
+        for (int f = 0; f < kFeatureCount; ++f)
+          if (present[job.record][f] && old.features[f] != job.features[f])
+            throw Error(ErrorCode::kFormatError, "records",
+                        fmt::format("case '{}': recorded feature '{}' = {} but the regenerated mask gives {}", job.id,
+                                    feature_name(static_cast<Feature>(f)), old.features[f], job.features[f]));
+      } catch (const Error& e) {
+        job.error = e.argument() == "records" ? e.message() : fmt::format("case '{}': {}", job.id, e.what());
+      } catch (const std::exception& e) {
+        job.error = fmt::format("case '{}': {}", job.id, e.what());
+      }
+    }
+  });
+  std::map<std::string, const FeatureVector*> features;
+  for (const Job& job : jobs) {
+    if (!job.error.empty()) throw Error(ErrorCode::kFormatError, "records", job.error);
+    features.emplace(job.id, &job.features);
+    if (stats) stats->emplace(job.id, job.stats);
+  }
+  for (ProfileRecord& r : records) r.features = *features.at(r.case_id);
+  return static_cast<int>(jobs.size());
+}
+
+}  // namespace tessera::corpus

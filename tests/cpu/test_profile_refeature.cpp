@@ -1,0 +1,141 @@
+// `tessera profile-refeature`: case ids, features of regenerated corpus cases, and the re-featuring of records
+// written under an older feature schema (docs/selection.md).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "core/table_compiler.hpp"
+#include "tessera/error.hpp"
+#include "tessera_corpus/family.hpp"
+#include "tessera_corpus/profile_refeature.hpp"
+
+namespace tessera::corpus {
+namespace {
+
+CorpusOptions small_corpus() {
+  CorpusOptions o;
+  o.small = true;
+  return o;
+}
+
+// The id `tessera profile` writes for case `index` of a family.
+std::string case_id(const std::string& family, int index, const CorpusOptions& opt) {
+  return family + "/" + case_origin(family, index, opt).source_id + "/" + std::to_string(index);
+}
+
+ProfileRecord record_of(const std::string& id, const FeatureVector& features, const std::string& plan) {
+  ProfileRecord r;
+  r.case_id = id;
+  r.source = parse_profile_case_id(id).source;
+  r.request = r.source + "#0";
+  r.split = "profile";
+  r.key = "sm90a.bf16.d128.q64.kv64";
+  r.features = features;
+  r.plan = plan;
+  r.latency_us = 10;
+  r.valid = true;
+  return r;
+}
+
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
+  try {
+    f();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    for (const std::string& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+  }
+}
+
+TEST(ProfileRefeature, ParsesCaseIds) {
+  const ProfileCaseId c = parse_profile_case_id("Q64K64/q64-vsa-wan720/17");
+  EXPECT_EQ(c.family, "Q64K64");
+  EXPECT_EQ(c.source, "q64-vsa-wan720");
+  EXPECT_EQ(c.index, 17);
+  for (const char* bad : {"", "Q64K64", "Q64K64/17", "/src/1", "F//1", "F/src/", "F/src/x", "F/src/-1", "F/src/1x"})
+    expect_error([&] { parse_profile_case_id(bad); }, {"case", "<family>/<source>/<index>"});
+}
+
+// The features of a case come from its mask: checked against counts taken directly from the packed mask.
+TEST(ProfileRefeature, CaseFeaturesCountTheMask) {
+  const CorpusOptions opt = small_corpus();
+  const Case c = make_case("Q64K64", 0, opt);
+  const MaskStats s = case_mask_stats(c);
+  const FeatureVector f = case_features(c, s);
+  const double rows = static_cast<double>(c.mask.heads * c.mask.n_qb);
+  const double active = static_cast<double>(c.mask.count());
+  ASSERT_GT(active, 0);
+  EXPECT_EQ(s.counters.active_blocks, c.mask.count());
+  EXPECT_EQ(f[static_cast<int>(Feature::kBatchHeads)], static_cast<double>(c.mask.heads));
+  EXPECT_EQ(f[static_cast<int>(Feature::kSeqLen)], static_cast<double>(c.meta.n_q));
+  EXPECT_DOUBLE_EQ(f[static_cast<int>(Feature::kDensity)], active / (rows * static_cast<double>(c.mask.n_kvb)));
+  EXPECT_DOUBLE_EQ(f[static_cast<int>(Feature::kMeanRowActive)], active / rows);
+  std::int64_t max_row = 0;
+  for (std::int64_t h = 0; h < c.mask.heads; ++h)
+    for (std::int64_t q = 0; q < c.mask.n_qb; ++q) max_row = std::max(max_row, c.mask.row_count(h, q));
+  EXPECT_EQ(s.counters.max_row_active, max_row);
+}
+
+// Records of an older schema (a feature missing from the JSON) are parsed with presence flags, re-featured with
+// the regenerated values, and then parse under the current schema; the features they did carry are checked.
+TEST(ProfileRefeature, RoundTripFromAnOlderSchema) {
+  const CorpusOptions opt = small_corpus();
+  std::vector<ProfileRecord> truth;
+  for (const auto& [family, index] : std::vector<std::pair<std::string, int>>{{"Q64K64", 0}, {"Q64K64", 1}, {"Q16K16", 2}}) {
+    const std::string id = case_id(family, index, opt);
+    const Case c = make_case(family, index, opt);
+    for (const char* plan : {"p0", "p1"}) truth.push_back(record_of(id, case_features(c, case_mask_stats(c)), plan));
+  }
+  const std::string dropped(feature_name(Feature::kMeanRowActive));
+  std::vector<ProfileRecord> records;
+  std::vector<FeaturePresence> present;
+  for (const ProfileRecord& r : truth) {
+    nlohmann::json j = nlohmann::json::parse(profile_record_to_json(r));
+    j["features"].erase(dropped);
+    EXPECT_THROW(profile_record_from_json(j.dump()), Error);  // the current schema needs every feature
+    FeaturePresence p{};
+    records.push_back(profile_record_from_json(j.dump(), &p));
+    present.push_back(p);
+    EXPECT_FALSE(p[static_cast<int>(Feature::kMeanRowActive)]);
+    EXPECT_TRUE(p[static_cast<int>(Feature::kDensity)]);
+    EXPECT_EQ(records.back().features[static_cast<int>(Feature::kMeanRowActive)], 0.0);
+  }
+  EXPECT_EQ(refeature_records(records, present, opt, 2), 3);
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    EXPECT_EQ(records[i].features, truth[i].features) << records[i].case_id;
+    EXPECT_EQ(records[i].plan, truth[i].plan);
+    EXPECT_EQ(profile_record_from_json(profile_record_to_json(records[i])).features, truth[i].features);
+  }
+}
+
+TEST(ProfileRefeature, RejectsRecordsThatDoNotMatchTheCorpus) {
+  const CorpusOptions opt = small_corpus();
+  const std::string id = case_id("Q64K64", 0, opt);
+  const Case c = make_case("Q64K64", 0, opt);
+  const FeatureVector f = case_features(c, case_mask_stats(c));
+  FeaturePresence all{};
+  all.fill(true);
+  // A recorded feature that differs from the regenerated mask's: named with the case.
+  std::vector<ProfileRecord> recs{record_of(id, f, "p0")};
+  recs[0].features[static_cast<int>(Feature::kDensity)] += 1e-9;
+  expect_error([&] { refeature_records(recs, {all}, opt, 1); }, {id, "density", "records"});
+  // The same value is fine when the feature was not recorded (an older schema).
+  FeaturePresence no_density = all;
+  no_density[static_cast<int>(Feature::kDensity)] = false;
+  EXPECT_EQ(refeature_records(recs, {no_density}, opt, 1), 1);
+  EXPECT_EQ(recs[0].features, f);
+  // A source other than the corpus case's, an unknown family, an index out of range, a malformed id.
+  const std::vector<std::pair<std::string, std::string>> bad_ids{
+      {"Q64K64/not-a-source/0", "not-a-source"}, {"NoSuchFamily/src/0", "NoSuchFamily"},
+      {"Q64K64/" + parse_profile_case_id(id).source + "/999999", "999999"}, {"Q64K64-0", "Q64K64-0"}};
+  for (const auto& [bad, needle] : bad_ids) {
+    std::vector<ProfileRecord> r{record_of(id, f, "p0")};
+    r[0].case_id = bad;
+    expect_error([&] { refeature_records(r, {all}, opt, 1); }, {needle, "records"});
+  }
+  expect_error([&] { refeature_records(recs, {}, opt, 1); }, {"present"});
+}
+
+}  // namespace
+}  // namespace tessera::corpus
