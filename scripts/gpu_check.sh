@@ -21,7 +21,7 @@ rc=$?
 grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/ctest.log" | head -40
 for b in ${TESSERA_BENCH:-}; do
   echo "== bench $b"
-  if [ "$b" = bench_dispatch ]; then  # Google Benchmark: its own output flags
+  if [ "$b" = bench_dispatch ] || [ "$b" = bench_runtime_dispatch ]; then  # Google Benchmark: its own flags
     "build/gpu/bin/$b" --benchmark_repetitions=10 --benchmark_report_aggregates_only=true \
       --benchmark_out="$OUT/$b.json" --benchmark_out_format=json 2>&1 | tee "$OUT/$b.log" | tail -30
   else
