@@ -116,7 +116,7 @@ __device__ __forceinline__ void emit_span_row(const PrepParams& p, const UnitRul
                                               std::int64_t o, std::int32_t n_row, int desc,
                                               std::int32_t* __restrict__ kv_tile, std::uint64_t* __restrict__ member) {
   const int lane = threadIdx.x % 32;
-  const int log_rkv = log2_factor(ur.r_kv);
+  const RefineDivider rd(ur.r_kv);
   std::int32_t done = 0;  // entries of the row before this stretch
   for (std::int32_t w0 = 0; w0 < r.words; w0 += 32) {
     const std::int32_t w = w0 + lane;
@@ -139,10 +139,10 @@ __device__ __forceinline__ void emit_span_row(const PrepParams& p, const UnitRul
       const std::uint32_t h = __shfl_sync(kFull, heads, owner);
       if (e >= total) continue;
       // Units before the ragged last one have r_kv entries each, and the last unit is the word's last head.
-      const int b = __fns(h, 0, (k >> log_rkv) + 1);
+      const int b = __fns(h, 0, rd.div(k) + 1);
       const std::int32_t ow = w0 + owner;
       const std::int32_t unit = (ow * 32 + b) >> ur.log_ckv;
-      const std::int32_t j = k & (ur.r_kv - 1);
+      const std::int32_t j = rd.mod(k);
       const std::int32_t kk = done + e;
       const std::int64_t d = o + (desc ? n_row - 1 - kk : kk);
       kv_tile[d] = unit * ur.r_kv + j;

@@ -94,7 +94,6 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
   const int lane = threadIdx.x % 32;
   const int log_ckv = ur.log_ckv;
   const int pack = ur.pack;
-  const int log_rkv = log2_factor(ur.r_kv);
   const int log_pack = pack ? log2_factor(pack) : 0;
   const std::int32_t kj_mask = ur.c_kv - 1;  // a column's block inside its unit
   std::int32_t units_before = 0;
@@ -128,7 +127,7 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
       const std::int32_t unit = c >> log_ckv;
       if (!pack) {
         const std::int32_t ne = ur.entries(unit);
-        const std::int32_t first = rank << log_rkv;  // units before are whole (only the last one is ragged)
+        const std::int32_t first = rank * ur.r_kv;  // units before are whole (only the last one is ragged)
         for (std::int32_t j = 0; j < ne; ++j) {
           const std::int32_t kk = first + j;
           const std::int64_t d = o + (desc ? n_row - 1 - kk : kk);

@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(kThreads) tile_rows_kernel(PrepParams p, const
   const std::uint32_t group_mask = ur.group_mask;
   const int pack = ur.pack;
   const int r_kv = ur.r_kv;
-  const int log_rkv = log2_factor(r_kv);
+  const RefineDivider rd(r_kv);
   const int log_pack = pack ? log2_factor(pack) : 0;
   std::int64_t o = 0;
   std::int32_t n_row = 0;
@@ -146,11 +146,11 @@ __global__ void __launch_bounds__(kThreads) tile_rows_kernel(PrepParams p, const
         const std::int32_t col0 = win + owner * 32;
         if (!pack) {
           if (!valid) continue;
-          const int b = __fns(h, 0, (k >> log_rkv) + 1);  // units before the ragged last one have r_kv entries
+          const int b = __fns(h, 0, rd.div(k) + 1);  // units before the ragged last one have r_kv entries
           const std::int32_t unit = (col0 + b) >> log_ckv;
           const std::int32_t kk = done + e;
           const std::int64_t d = o + (desc ? n_row - 1 - kk : kk);
-          kv_tile[d] = unit * r_kv + (k & (r_kv - 1));
+          kv_tile[d] = unit * r_kv + rd.mod(k);
           if (p.membership) {
             std::uint64_t bits = 0;
 #pragma unroll

@@ -35,7 +35,18 @@ __device__ __forceinline__ std::int32_t warp_exclusive_scan(std::int32_t v, int 
 
 __device__ __forceinline__ unsigned lanes_below(int lane) { return (1u << lane) - 1u; }
 
-// log2 of a mapping factor in {1, 2, 4, 8} (c_kv, pack).
+// k / r and k % r for a Refined-KV factor r in {1, 2, 3, 4, 6, 8}: shifts for powers of two, else a division.
+struct RefineDivider {
+  int r, shift;
+  bool pow2;
+  __device__ __forceinline__ explicit RefineDivider(int r_) : r(r_), shift(0), pow2((r_ & (r_ - 1)) == 0) {
+    while ((1 << shift) < r) ++shift;  // log2 r when r is a power of two (unused otherwise)
+  }
+  __device__ __forceinline__ std::int32_t div(std::int32_t k) const { return pow2 ? k >> shift : k / r; }
+  __device__ __forceinline__ std::int32_t mod(std::int32_t k) const { return pow2 ? k & (r - 1) : k - (k / r) * r; }
+};
+
+// log2 of a mapping factor in {1, 2, 4, 8} (c_kv, pack; not r_kv, which may be 3 or 6: RefineDivider).
 __device__ __forceinline__ int log2_factor(int f) { return f == 1 ? 0 : f == 2 ? 1 : f == 4 ? 2 : 3; }
 
 // Bits at the first block of every c_kv-group of a 32-bit word (c_kv a power of two <= 8) that holds an active

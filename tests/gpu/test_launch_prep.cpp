@@ -35,10 +35,13 @@ std::string first_difference(const HostTileMetadata& a, const HostTileMetadata& 
 DimMapping random_mapping(std::mt19937_64& g, bool kv, int& block) {
   const int kind = std::uniform_int_distribution<int>(0, kv ? 3 : 2)(g);
   const int factor = 1 << std::uniform_int_distribution<int>(1, 3)(g);
+  // Refined factors include 3 and 6 (B = 384 on 128- or 64-token tiles, as the catalog refines STA blocks).
+  const int refine_factors[] = {2, 3, 4, 6, 8};
+  const int refine = refine_factors[std::uniform_int_distribution<int>(0, 4)(g)];
   switch (kind) {
     case 0: block = 16 * std::uniform_int_distribution<int>(1, 4)(g); return {MappingKind::kDirect, 1};
     case 1: block = 16 * std::uniform_int_distribution<int>(1, 2)(g); return {MappingKind::kCoarsen, factor};
-    case 2: block = 16 * factor * std::uniform_int_distribution<int>(1, 2)(g); return {MappingKind::kRefine, factor};
+    case 2: block = 16 * refine * std::uniform_int_distribution<int>(1, 2)(g); return {MappingKind::kRefine, refine};
     default: block = 16 * std::uniform_int_distribution<int>(1, 2)(g); return {MappingKind::kPacked, factor};
   }
 }
