@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "families_option.hpp"
 #include "tessera/error.hpp"
 #include "tessera_corpus/case_stats.hpp"
 #include "tessera_corpus/corpus_writer.hpp"
@@ -74,6 +75,7 @@ void add_masks_command(CLI::App& app) {
     opt.small = small;
     opt.families = fams;
     opt.sta_table = sta_table;
+    (void)families_option(opt);  // unknown or repeated families: an error naming --families, before any output
     const auto t0 = std::chrono::steady_clock::now();
     const auto s = corpus::write_corpus(out, opt, threads, [](const std::string& m) { fmt::print("{}\n", m); });
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "commands.hpp"
+#include "families_option.hpp"
 #include "core/profile_file.hpp"
 #include "core/table_compiler.hpp"
 #include "cuda/check.cuh"
@@ -56,7 +57,7 @@ void run_profile(const ProfileArgs& a) {
     int index;
   };
   std::vector<Item> items;
-  for (const std::string& fam : corpus::selected_families(opt))
+  for (const std::string& fam : families_option(opt))
     for (const std::string& split : a.splits)
       for (const int i : corpus::spread_cases(fam, split, a.cases_per_split, opt)) items.push_back({fam, i});
   if (a.list_only) {

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "families_option.hpp"
 #include "write_file.hpp"
 #include "cuda/check.cuh"
 #include "gpu_case.hpp"
@@ -294,11 +295,7 @@ void add_run_command(CLI::App& app) {
     // corpus::selected_families), and the --json directory.
     corpus::CorpusOptions opt;
     opt.families = a->families;
-    try {
-      (void)corpus::selected_families(opt);
-    } catch (const Error& e) {
-      throw Error(e.code(), "--families", e.message());
-    }
+    (void)families_option(opt);
     check_output_dir(a->json_path, "--json");
     check_sta_table_first(opt);
     int rc = 0;

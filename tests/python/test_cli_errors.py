@@ -221,6 +221,12 @@ def corpus_commands(tessera, work):
     check(rc != 0 and "more than once" in se and not os.path.exists(out), "masks generate --families X X", so + se)
     rc, so, se = run(tessera, "profile", "--list", "--families", "Q64K64", "Q64K64")
     check(rc != 0 and "more than once" in se and so == "", "profile --list --families X X", so + se)
+    rc, so, se = run(tessera, "profile", "--list", "--families", "Bogus")
+    check(rc != 0 and "--families" in se and "Bogus" in se and so == "", "profile --list --families Bogus names the option",
+          so + se)
+    rc, so, se = run(tessera, "masks", "generate", "--small", "--families", "Bogus", "--out", out)
+    check(rc != 0 and "--families" in se and not os.path.exists(out), "masks generate --families Bogus names the option",
+          so + se)
     bad_table = os.path.join(work, "bad_sta.json")
     with open(bad_table, "w") as f:
         f.write('{"x": ')
