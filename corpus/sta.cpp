@@ -39,8 +39,11 @@ void sta_fill_head(PackedMask& m, std::int64_t head, const LatentGrid& g, const 
 }
 
 StaTable load_sta_table(const std::string& path, int steps, int layers, int heads) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(ErrorCode::kIoError, "sta_table", fmt::format("'{}' is a directory, not the STA table", path));
   std::ifstream in(path);
-  if (!in) throw Error(ErrorCode::kIoError, "path", fmt::format("cannot read STA table '{}'", path));
+  if (!in) throw Error(ErrorCode::kIoError, "sta_table", fmt::format("cannot read STA table '{}'", path));
   nlohmann::json j;
   try {
     in >> j;

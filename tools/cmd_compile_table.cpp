@@ -30,6 +30,7 @@ void run_compile(const CompileArgs& a) {
     throw Error(ErrorCode::kInvalidArgument, "--arch",
                 fmt::format("unknown architecture '{}' (sm80, sm86, sm89, sm90a, sm120)", a.arch));
   check_output_dir(a.out, "--out");
+  check_not_input(a.out, a.in, "--out", "--in");
   const std::vector<ProfileRecord> records = read_profile_records(a.in, a.arch);
   if (std::none_of(records.begin(), records.end(), [](const ProfileRecord& r) { return r.valid; }))
     throw Error(ErrorCode::kFormatError, "--in",

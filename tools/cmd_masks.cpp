@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "families_option.hpp"
+#include "write_file.hpp"
 #include "tessera/error.hpp"
 #include "tessera_corpus/case_stats.hpp"
 #include "tessera_corpus/corpus_writer.hpp"
@@ -56,7 +57,7 @@ void add_masks_command(CLI::App& app) {
 
   auto* gen = masks->add_subcommand("generate", "Generate the mask corpus (deterministic by seed)");
   static std::string out;
-  static std::uint64_t seed = 0;
+  static std::string seed = "0";
   static std::vector<std::string> fams;
   static bool small = false;
   static int threads = 0;
@@ -71,11 +72,20 @@ void add_masks_command(CLI::App& app) {
                   "Real STA table JSON (default: $TESSERA_STA_TABLE, else corpus/data, else shared/masks)");
   gen->callback([] {
     corpus::CorpusOptions opt;
-    opt.seed = seed;
+    opt.seed = parse_seed(seed, "--seed");
     opt.small = small;
     opt.families = fams;
     opt.sta_table = sta_table;
     (void)families_option(opt);  // unknown or repeated families: an error naming --families, before any output
+    {  // a corpus directory is written whole: never mixed into an earlier corpus (its manifest would be replaced)
+      namespace fs = std::filesystem;
+      std::error_code ec;
+      if (fs::exists(out, ec) && !fs::is_directory(out, ec))
+        throw Error(ErrorCode::kIoError, "--out", fmt::format("'{}' exists and is not a directory", out));
+      if (fs::is_directory(out, ec) && !fs::is_empty(out, ec))
+        throw Error(ErrorCode::kIoError, "--out",
+                    fmt::format("'{}' is not empty: write the corpus to a new or empty directory", out));
+    }
     const auto t0 = std::chrono::steady_clock::now();
     const auto s = corpus::write_corpus(out, opt, threads, [](const std::string& m) { fmt::print("{}\n", m); });
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

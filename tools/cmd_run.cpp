@@ -288,9 +288,11 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("!--no-regret", a->regret, "Skip timing the candidate plans (no regret figures)");
   cmd->add_flag("!--no-check", a->check, "Skip the spot check against the GPU reference");
   cmd->add_flag("--cpu", a->cpu, "Run the CPU plan executor on the scaled-down default even when a GPU is visible");
-  cmd->add_option("--seed", a->seed, "Seed of the random Q/K/V");
+  auto seed_text = std::make_shared<std::string>("1");
+  cmd->add_option("--seed", *seed_text, "Seed of the random Q/K/V (0 .. 2^64 - 1)");
   auto* cpf = cmd->get_option("--cases-per-family");
-  cmd->callback([a, cpf] {
+  cmd->callback([a, cpf, seed_text] {
+    a->seed = parse_seed(*seed_text, "--seed");
     // Arguments checked before anything is printed or run: family names (unknown or repeated -> error, from
     // corpus::selected_families), and the --json directory.
     corpus::CorpusOptions opt;

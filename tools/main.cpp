@@ -3,13 +3,17 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "commands.hpp"
 #include "tessera/error.hpp"
+#include "tessera/version.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"tessera: dynamic block-sparse attention runtime for video diffusion transformers"};
   app.require_subcommand(1);
+  app.option_defaults()->always_capture_default();  // --help shows every option's default
+  app.set_version_flag("--version", std::string("tessera ") + tessera::version() + " (" + tessera::git_revision() + ")");
   tessera::tools::register_commands(app);
   try {
     app.parse(argc, argv);

@@ -5,6 +5,8 @@
 #include <fmt/core.h>
 
 #include <cerrno>
+#include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -27,6 +29,29 @@ inline void check_output_dir(const std::string& path, const char* option) {
   if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
     throw Error(ErrorCode::kIoError, option,
                 fmt::format("cannot write '{}': directory '{}' does not exist", path, parent.string()));
+}
+
+/// Throws Error(kInvalidArgument, out_option) when the output `out` is the same file as the input `in` (so the
+/// output would overwrite its own input, e.g. the profile records a table is compiled from).
+inline void check_not_input(const std::string& out, const std::string& in, const char* out_option,
+                            const char* in_option) {
+  std::error_code ec;
+  if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(out, in, ec))
+    throw Error(ErrorCode::kInvalidArgument, out_option,
+                fmt::format("'{}' is the {} file: writing it would overwrite the input", out, in_option));
+}
+
+/// Parses a seed given on the command line: a decimal integer in 0 .. 2^64 - 1, nothing else (no sign, no
+/// saturation of larger values). Throws Error(kInvalidArgument, option).
+inline std::uint64_t parse_seed(const std::string& text, const char* option) {
+  std::uint64_t v = 0;
+  const char* b = text.data();
+  const char* e = b + text.size();
+  const auto [p, ec] = std::from_chars(b, e, v);
+  if (text.empty() || ec != std::errc() || p != e)
+    throw Error(ErrorCode::kInvalidArgument, option,
+                fmt::format("'{}' is not an integer in 0 .. 18446744073709551615", text));
+  return v;
 }
 
 /// Writes `text` to `path` (truncating). Throws Error(kIoError, option, "cannot write '<path>': <reason>") when the

@@ -2,10 +2,11 @@
 file, and nothing is reported as written that was not.
 
 Usage: python3 test_cli_errors.py TESSERA_BINARY WORK_DIR
-Covers: checked output files (run --json, compile-table --out), compile-table record checks, profile-refeature
+Covers: checked output files (run --json, compile-table --out, --out = --in refused), compile-table record checks, profile-refeature
 (records of an older schema re-featured and compiled; features that disagree with the regenerated mask), run argument checks
 (--families, --cases-per-family on the CPU path), mask files (padding bits, errors naming the path, directories,
-crafted headers: overflowing sizes, bad integers and types), masks generate/stats and profile --list argument checks,
+crafted headers: overflowing sizes, bad integers and types), masks generate/stats and profile --list argument checks
+(--seed, a non-empty --out, an STA table that is a directory),
 inspect catalog / inspect plan.
 """
 import json
@@ -53,6 +54,12 @@ def compile_table(tessera, work):
     rc, so, se = run(tessera, "compile-table", "--in", path, "--out", out, "--min-leaf", "1")
     check(rc == 0 and os.path.exists(out), "compile-table on good records", so + se)
     check("no record has \"role\": \"direct\"" in so and "over 0 cases" not in so, "no-direct summary", so)
+    with open(path) as f:
+        before = f.read()
+    rc, so, se = run(tessera, "compile-table", "--in", path, "--out", path, "--min-leaf", "1")
+    with open(path) as f:
+        after = f.read()
+    check(rc != 0 and "--out" in se and after == before, "compile-table --out = --in refused, records kept", so + se)
     rc, so, se = run(tessera, "compile-table", "--in", path, "--out", "/nonexistent/dir/t.json", "--min-leaf", "1")
     check(rc != 0 and "--out" in se and "/nonexistent/dir/t.json" in se, "compile-table bad --out", so + se)
     bad_cases = {
@@ -234,6 +241,22 @@ def corpus_commands(tessera, work):
                      bad_table, "--out", out)
     check(rc != 0 and "sta_table" in se and not os.path.exists(out), "masks generate: bad STA table writes nothing",
           so + se)
+    for seed in ("-1", "99999999999999999999999", "1e3", ""):
+        rc, so, se = run(tessera, "masks", "generate", "--small", "--families", "Q16K16", "--seed", seed, "--out", out)
+        check(rc != 0 and "--seed" in se and not os.path.exists(out), f"masks generate --seed '{seed}'", so + se)
+        rc, so, se = run(tessera, "run", "--cpu", "--families", "Q16K16", "--seed", seed, "--json",
+                         os.path.join(work, "seed.json"))
+        check(rc != 0 and "--seed" in se and so == "", f"run --seed '{seed}'", so + se)
+    rc, so, se = run(tessera, "masks", "generate", "--small", "--families", "STA-real", "--sta-table", work, "--out", out)
+    check(rc != 0 and "sta_table" in se and "directory" in se and not os.path.exists(out),
+          "masks generate: an STA table path that is a directory", so + se)
+    os.makedirs(out)
+    with open(os.path.join(out, "old.txt"), "w") as f:
+        f.write("x")
+    rc, so, se = run(tessera, "masks", "generate", "--small", "--families", "Q16K16", "--out", out)
+    check(rc != 0 and "--out" in se and "not empty" in se and os.listdir(out) == ["old.txt"],
+          "masks generate into a non-empty directory", so + se)
+    shutil.rmtree(out)
     for n in ("0", "1025", "40000"):
         rc, so, se = run(tessera, "masks", "generate", "--small", "--families", "Q16K16", "--threads", n, "--out", out)
         check(rc > 0 and "--threads" in se and not os.path.exists(out), f"masks generate --threads {n}", so + se)
