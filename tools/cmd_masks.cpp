@@ -137,7 +137,11 @@ void add_masks_command(CLI::App& app) {
   rd->add_option("--head", rhead, "Head to render (default 0)")->check(CLI::NonNegativeNumber);
   rd->add_option("--max-px", rpx, "Longer side in pixels (default 512)")->check(CLI::Range(16, 8192));
   rd->callback([] {
+    check_output_dir(rout, "--out");
     const corpus::Case c = corpus::read_mask_file(rfile);
+    if (rhead >= c.mask.heads)
+      throw Error(ErrorCode::kInvalidArgument, "--head",
+                  fmt::format("head {} outside [0, {}) of '{}'", rhead, c.mask.heads, rfile));
     corpus::render_mask_png(c.mask, rhead, rout, rpx);
     fmt::print("{}: {} {} head {} ({}x{} blocks) -> {}\n", rfile, c.meta.family, c.meta.source_id, rhead, c.mask.n_qb,
                c.mask.n_kvb, rout);

@@ -145,6 +145,11 @@ def mask_files(tessera, work):
     check(target is not None, "a small-corpus file with n_kvb % 8 != 0")
     if target is None:
         return
+    png = os.path.join(work, "head.png")
+    rc, so, se = run(tessera, "masks", "render", target, "--head", "999", "--out", png)
+    check(rc != 0 and "--head" in se and not os.path.exists(png), "masks render --head out of range names --head", so + se)
+    rc, so, se = run(tessera, "masks", "render", target, "--out", work)
+    check(rc != 0 and "--out" in se and "directory" in se, "masks render --out DIR names --out", so + se)
     data = bytearray(open(target, "rb").read())
     data[-1] |= 1  # the last byte of the last row: its lowest bit is padding
     bad_dir = os.path.join(work, "bad_masks")
