@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -106,8 +107,9 @@ Case decode_mask_file(const std::vector<std::uint8_t>& b) {
   if (!t.contains("dtype") || t["dtype"] != "U8") bad("tensor 'mask' field 'dtype' is not \"U8\"");
   const auto shape = tensor_ints(t, "shape", 4);
   const auto offs = tensor_ints(t, "data_offsets", 2);
-  const std::int64_t heads = meta_int<std::int64_t>(md, "heads", 0, std::numeric_limits<int>::max());
-  const std::int64_t n_qb = meta_extent(md, "n_qb"), n_kvb = meta_extent(md, "n_kvb");
+  const std::int64_t heads = meta_int<std::int64_t>(md, "heads", 1, std::numeric_limits<int>::max());
+  const std::int64_t n_qb = meta_int<std::int64_t>(md, "n_qb", 1, std::numeric_limits<std::int64_t>::max());
+  const std::int64_t n_kvb = meta_int<std::int64_t>(md, "n_kvb", 1, std::numeric_limits<std::int64_t>::max());
   // The byte size is checked against the stored tensor before anything is allocated or read.
   std::int64_t bytes = 0;
   if (!packed_mask_bytes(heads, n_qb, n_kvb, &bytes))
@@ -124,6 +126,9 @@ Case decode_mask_file(const std::vector<std::uint8_t>& b) {
   if (offs[1] > b.size() - 8 - n)
     bad(fmt::format("tensor 'mask' field 'data_offsets' [0, {}] needs {} bytes but the file holds {} after the header",
                     offs[1], offs[1], b.size() - 8 - n));
+  if (offs[1] < b.size() - 8 - n)
+    bad(fmt::format("{} bytes follow the tensor 'mask' (a safetensors file ends with its last tensor)",
+                    b.size() - 8 - n - offs[1]));
   Case c;
   c.mask = PackedMask(heads, n_qb, n_kvb);
   if (!c.mask.bits.empty()) std::memcpy(c.mask.bits.data(), b.data() + 8 + n, c.mask.bits.size());
@@ -158,6 +163,26 @@ Case decode_mask_file(const std::vector<std::uint8_t>& b) {
   m.seed = meta_int<std::uint64_t>(md, "seed", 0, std::numeric_limits<std::uint64_t>::max());
   if (ceil_div(m.n_q, m.block_q) != n_qb || ceil_div(m.n_kv, m.block_kv) != n_kvb)
     bad("n_q/block_q or n_kv/block_kv disagree with n_qb/n_kvb");
+  if (m.family.empty() || m.source_id.empty()) bad("metadata 'family' and 'source_id' must not be empty");
+  if (m.split != "profiling" && m.split != "evaluation")
+    bad(fmt::format("metadata 'split' = '{}' is not 'profiling' or 'evaluation'", m.split));
+  if (m.tokens_real > std::max(m.n_q, m.n_kv))
+    bad(fmt::format("metadata 'tokens_real' = {} exceeds n_q = {} and n_kv = {}", m.tokens_real, m.n_q, m.n_kv));
+  if (!m.head_ids.empty()) {  // a comma-separated list of one non-negative id per head
+    std::int64_t ids = 0;
+    for (std::size_t p = 0; p <= m.head_ids.size();) {
+      const std::size_t q = std::min(m.head_ids.find(',', p), m.head_ids.size());
+      const std::string id = m.head_ids.substr(p, q - p);
+      int v = 0;
+      const auto [e, ec] = std::from_chars(id.data(), id.data() + id.size(), v);
+      if (id.empty() || ec != std::errc() || e != id.data() + id.size() || v < 0)
+        bad(fmt::format("metadata 'head_ids' = '{}' is not a comma-separated list of non-negative integers",
+                        m.head_ids));
+      ++ids;
+      p = q + 1;
+    }
+    if (ids != heads) bad(fmt::format("metadata 'head_ids' lists {} ids for {} heads", ids, heads));
+  }
   return c;
 }
 

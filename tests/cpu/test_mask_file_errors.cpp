@@ -185,3 +185,24 @@ TEST(MaskFileErrors, ReadNamesThePathAndTheReason) {
     EXPECT_NE(e.message().find("No such file or directory"), std::string::npos) << e.what();
   }
 }
+
+// Metadata that disagrees with itself or with the tensor (found by a fresh-user test: all were accepted).
+TEST(MaskFileErrors, InconsistentMetadataAndTrailingBytesAreRejected) {
+  auto good = good_file();
+  auto trailing = good;
+  trailing.push_back(0);
+  expect_format_error(trailing, "follow the tensor", "a byte after the tensor");
+  expect_format_error(crafted([](json& h) { set_meta(h, "split", "bogus"); }), "split", "split 'bogus'");
+  expect_format_error(crafted([](json& h) { set_meta(h, "family", ""); }), "family", "empty family");
+  expect_format_error(crafted([](json& h) { set_meta(h, "head_ids", "1,2,3"); }), "head_ids",
+                      "three head ids for one head");
+  expect_format_error(crafted([](json& h) { set_meta(h, "head_ids", "1,,2"); }), "head_ids", "an empty head id");
+  expect_format_error(crafted([](json& h) { set_meta(h, "head_ids", "-1"); }), "head_ids", "a negative head id");
+  expect_format_error(crafted([](json& h) {
+                        const auto n = std::stoll(h["__metadata__"]["n_q"].get<std::string>());
+                        const auto kv = std::stoll(h["__metadata__"]["n_kv"].get<std::string>());
+                        set_meta(h, "tokens_real", std::to_string(std::max(n, kv) + 1));
+                      }),
+                      "tokens_real", "tokens_real beyond the sequence");
+  expect_format_error(crafted([](json& h) { set_meta(h, "heads", "0"); }), "heads", "zero heads");
+}

@@ -169,7 +169,7 @@ def crafted_mask(path, meta=None, tensor=None, data=b"\0" * 8):
     """A mask file of 1 head x 8 q blocks x 8 kv blocks with metadata/tensor fields replaced."""
     md = {k: "x" for k in ["family", "source_id", "model", "sparsifier", "kind", "token_order", "split", "head_ids",
                            "notes", "bit_order"]}
-    md.update(format="tessera-mask-v1", heads="1", n_qb="8", n_kvb="8", n_q="8", n_kv="8", tokens_real="8",
+    md.update(format="tessera-mask-v1", split="profiling", head_ids="0", heads="1", n_qb="8", n_kvb="8", n_q="8", n_kv="8", tokens_real="8",
               block_q="1", block_kv="1", step="0", layer="0", chunk="0", index="0", seed="0")
     md.update(meta or {})
     t = {"dtype": "U8", "shape": [1, 1, 8, 1], "data_offsets": [0, 8]}
