@@ -134,7 +134,7 @@ void add_masks_command(CLI::App& app) {
   static int rpx = 512;
   rd->add_option("file", rfile, "Mask file (.safetensors)")->required();
   rd->add_option("--out", rout, "PNG path")->required();
-  rd->add_option("--head", rhead, "Head to render (default 0)")->check(CLI::NonNegativeNumber);
+  rd->add_option("--head", rhead, "Head to render (default 0)")->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 31));
   rd->add_option("--max-px", rpx, "Longer side in pixels (default 512)")->check(CLI::Range(16, 8192));
   rd->callback([] {
     check_output_dir(rout, "--out");
