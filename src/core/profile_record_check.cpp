@@ -33,7 +33,7 @@ void check_profile_record(const ProfileRecord& r, std::string_view arch) {
   } catch (const Error& e) {
     bad(fmt::format("field 'plan' '{}' is not a plan id: {}", r.plan, e.message()));
   }
-  const RequestKey k{std::string(arch_name(p.arch)), p.dtype, p.head_dim, p.block_q, p.block_kv};
+  const RequestKey k = plan_request_key(p);
   if (k.str() != r.key) bad(fmt::format("field 'key' '{}' does not match plan '{}' (its key is '{}')", r.key, r.plan, k.str()));
   if (!arch.empty() && k.arch != arch)
     bad(fmt::format("record arch '{}' (key '{}') differs from --arch '{}'", k.arch, r.key, arch));
