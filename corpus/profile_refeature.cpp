@@ -3,7 +3,6 @@
 #include <fmt/core.h>
 
 #include <atomic>
-#include <charconv>
 #include <map>
 #include <mutex>
 
@@ -12,23 +11,6 @@
 #include "tessera_corpus/worker_pool.hpp"
 
 namespace tessera::corpus {
-
-ProfileCaseId parse_profile_case_id(const std::string& id) {
-  const std::size_t a = id.find('/'), b = id.rfind('/');
-  auto bad = [&] {
-    throw Error(ErrorCode::kFormatError, "case",
-                "case id '" + id + "' is not \"<family>/<source>/<index>\" (as `tessera profile` writes it)");
-  };
-  if (a == std::string::npos || a == b || a == 0 || b == a + 1 || b + 1 == id.size()) bad();
-  ProfileCaseId c;
-  c.family = id.substr(0, a);
-  c.source = id.substr(a + 1, b - a - 1);
-  const char* first = id.data() + b + 1;
-  const char* last = id.data() + id.size();
-  const auto [end, ec] = std::from_chars(first, last, c.index);
-  if (ec != std::errc() || end != last || c.index < 0) bad();
-  return c;
-}
 
 MaskStats case_mask_stats(const Case& c) {
   const OwnedBlockMask m(c.mask);
@@ -77,7 +59,9 @@ int refeature_records(std::vector<ProfileRecord>& records, const std::vector<Fea
                         fmt::format("case '{}': recorded feature '{}' = {} but the regenerated mask gives {}", job.id,
                                     feature_name(static_cast<Feature>(f)), old.features[f], job.features[f]));
       } catch (const Error& e) {
-        job.error = e.argument() == "records" ? e.message() : fmt::format("case '{}': {}", job.id, e.what());
+        // One message that names the case once (e.what() would repeat the "tessera: ...:" prefix).
+        const bool named = e.message().find("'" + job.id + "'") != std::string::npos;
+        job.error = named ? e.message() : fmt::format("case '{}': {}", job.id, e.message());
       } catch (const std::exception& e) {
         job.error = fmt::format("case '{}': {}", job.id, e.what());
       }

@@ -47,7 +47,13 @@ void run_refeature(const RefeatureArgs& a) {
   corpus::CorpusOptions opt;
   opt.sta_table = a.sta_table;
   std::map<std::string, MaskStats> stats;
-  const int cases = corpus::refeature_records(records, present, opt, a.threads, a.case_stats.empty() ? nullptr : &stats);
+  int cases = 0;
+  try {
+    cases = corpus::refeature_records(records, present, opt, a.threads, a.case_stats.empty() ? nullptr : &stats);
+  } catch (const Error& e) {  // a case that does not match the corpus: name the input file
+    if (e.argument() != "records") throw;
+    throw Error(e.code(), "--in", fmt::format("{}: {}", a.in, e.message()));
+  }
   std::string text;
   for (const ProfileRecord& r : records) text += profile_record_to_json(r) + "\n";
   write_text_file(a.out, text, "--out");

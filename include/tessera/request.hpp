@@ -54,7 +54,11 @@ struct ValidateOptions {
 
 /// Checks a request against DESIGN.md section 2 without touching the GPU. Throws tessera::Error
 /// (kInvalidArgument or kUnsupported) naming the argument ("q", "k.stride", "mask.col_indices",
-/// "geometry.block_q", ...). Returns the problem shape on success.
+/// "geometry.block_q", ...). Outputs must not share memory with inputs: O overlapping Q, K or V raises argument "o",
+/// LSE overlapping Q, K, V or O raises "lse" ("memory overlaps q's ..."). Two views on one device overlap when their
+/// byte extents [data, data + (largest element offset + 1) * dtype size) intersect, computed from the data pointer,
+/// shape, strides and dtype size (conservative: interleaved views that share no element are rejected too).
+/// Q, K and V may share memory. Returns the problem shape on success.
 ProblemShape validate_request(const AttentionRequest& request, const ValidateOptions& options = {});
 
 }  // namespace tessera

@@ -25,7 +25,8 @@ namespace tessera {
 
 /// Options of a Runtime.
 struct RuntimeOptions {
-  /// Path of a plan-table artifact (JSON, docs/selection.md) to use instead of the one embedded for this GPU.
+  /// Path of a plan-table artifact (JSON, docs/selection.md) to use instead of the one embedded for this GPU. A table
+  /// whose "arch" is not this GPU's is rejected like a corrupt one (default plans; see table_status()).
   std::string plan_table_path;
   /// false: ignore plan tables and always use the documented default plan (for comparisons and debugging).
   bool use_plan_table = true;
@@ -66,8 +67,9 @@ struct DispatchInfo {
 class Runtime {
  public:
   /// Binds to the current CUDA device and loads its plan table (embedded, or RuntimeOptions::plan_table_path).
-  /// A missing, corrupt or version-mismatched table is not an error: the runtime then uses the documented default
-  /// plans and table_status() says why. Throws Error(kUnsupported) when no CUDA device is visible or its
+  /// A missing, corrupt or version-mismatched table, or one profiled for another arch than this GPU's, is not an
+  /// error: the runtime then uses the documented default plans and table_status() says why (e.g. "table from
+  /// t.json rejected, documented default plans used: table for sm80, this GPU is sm90a"). Throws Error(kUnsupported) when no CUDA device is visible or its
   /// architecture is not one Tessera builds for, Error(kIoError) when plan_table_path cannot be read.
   explicit Runtime(const RuntimeOptions& options = {});
   ~Runtime();

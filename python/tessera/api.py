@@ -175,6 +175,38 @@ def _scale_value(scale) -> float:
         raise TesseraError("scale", f"must be finite, got {scale!r}"[:200]) from None
 
 
+MAX_SCALE = 1e4
+"""Largest accepted softmax scale: with bf16/fp16 inputs |q.k| stays far below float32's range after scaling."""
+
+
+def _check_scale(scale: float) -> float:
+    """0 < scale <= MAX_SCALE (finite and positive). Raises TesseraError("scale")."""
+    if not math.isfinite(scale):
+        raise TesseraError("scale", f"must be finite, got {scale}")
+    if not 0 < scale <= MAX_SCALE:
+        raise TesseraError("scale", f"must satisfy 0 < scale <= {MAX_SCALE:g} (a positive softmax scale; larger values "
+                                    f"could overflow float32 in scale * q.k), got {scale}")
+    return scale
+
+
+def _check_options(return_lse, mask_version, plan_id):
+    """return_lse, mask_version and plan_id, checked the same way in eager mode and under torch.compile.
+    Returns mask_version as an int."""
+    if type(return_lse) is not bool:
+        raise TesseraError("return_lse", f"expected True or False (a Python bool), got {type(return_lse).__name__} "
+                                         f"{return_lse!r}"[:200])
+    if type(mask_version) is not int or not 0 <= mask_version < 2**64:
+        if not (_arrays.is_int(mask_version) and 0 <= int(mask_version) < 2**64):
+            raise TesseraError("mask_version", f"expected an integer in [0, 2^64), got {mask_version!r}")
+        mask_version = int(mask_version)
+    if plan_id is not None:
+        if not isinstance(plan_id, str):
+            raise TesseraError("plan_id", f"expected a plan id string or None, got {type(plan_id).__name__}")
+        if plan_id == "":
+            raise TesseraError("plan_id", "empty plan id; pass None to select a plan")
+    return mask_version
+
+
 def _prepare(q, k, v, block_mask, block_size, scale, layout, cache=True):
     """Shared argument handling of the eager call and the custom op (cache=False while torch.compile traces).
     Returns (torch_in, spec, B_Q, B_KV, scale)."""
@@ -182,9 +214,7 @@ def _prepare(q, k, v, block_mask, block_size, scale, layout, cache=True):
     spec = to_mask_spec(block_mask, cache)
     bq, bkv = _block_sizes(block_size, spec)
     if scale is not None:
-        scale = _scale_value(scale)
-        if not math.isfinite(scale):
-            raise TesseraError("scale", f"must be finite, got {scale}")
+        scale = _check_scale(_scale_value(scale))
     return torch_in, spec, bq, bkv, scale
 
 
@@ -264,13 +294,16 @@ def block_sparse_attention(q, k, v, block_mask, block_size=None, *, scale: Optio
         n_qb = ceil(N_q / B_Q), n_kvb = ceil(N_kv / B_KV); B_m in {1, B}, H_m in {1, H_q}.
       block_size: B_Q = B_KV (int) or (B_Q, B_KV) in tokens, multiples of 16 in [16, 1024]. May be None when the mask
         carries it (FlexAttention BlockMask.BLOCK_SIZE, FlashInfer (R, C)).
-      scale: softmax scale; default 1/sqrt(D).
+      scale: softmax scale, 0 < scale <= 1e4 (MAX_SCALE: keeps scale * q.k far from float32 overflow); default
+        1/sqrt(D). NaN, infinities, zero, negative values and values above 1e4 raise TesseraError("scale").
       layout: "bshd" or "bhsd" (FlexAttention / SDPA order); O is returned in the same layout.
-      return_lse: also return LSE [B, H_q, N_q] float32 (natural log; -inf for query tokens with no active block).
+      return_lse: exactly True or False (a Python bool; np.True_ raises TesseraError("return_lse")): also return
+        LSE [B, H_q, N_q] float32 (natural log; -inf for query tokens with no active block).
       mask_version: exact-repeat cache (GPU): non-zero and equal to the previous call's value with the same tensors
         and mask arrays promises unchanged mask contents, so mask state and launch metadata are reused (needed for
         CUDA-graph capture). 0 = always rebuild. Ignored on the CPU.
-      plan_id: run this plan instead of selecting one (must be eligible).
+      plan_id: run this plan instead of selecting one (must be eligible); None selects. '' raises
+        TesseraError("plan_id") ("empty plan id; pass None to select a plan").
 
     Returns O (shape and dtype of q; numpy f16 -> f16), or (O, LSE) when return_lse.
     Raises TesseraError (ValueError) naming the argument for invalid input, TesseraUnsupportedError
@@ -278,19 +311,11 @@ def block_sparse_attention(q, k, v, block_mask, block_size=None, *, scale: Optio
     written to any output on error. Under torch.compile the call goes through the custom op
     ``torch.ops.tessera.block_sparse_attention`` (fake implementation for shape propagation).
     """
+    mask_version = _check_options(return_lse, mask_version, plan_id)
     if _arrays.is_torch(q):
         ops = _ops if _ops is not None else _load_ops()
         if _arrays._torch.compiler.is_compiling():
             return ops.call_op(q, k, v, block_mask, block_size, scale, layout, return_lse, mask_version, plan_id)
-    if type(mask_version) is not int or not 0 <= mask_version < 2**64:
-        if not (_arrays.is_int(mask_version) and 0 <= int(mask_version) < 2**64):
-            raise TesseraError("mask_version", f"expected an integer in [0, 2^64), got {mask_version!r}")
-        mask_version = int(mask_version)
-    if plan_id is not None and not isinstance(plan_id, str):
-        raise TesseraError("plan_id", f"expected a plan id string or None, got {type(plan_id).__name__}")
-    if not isinstance(return_lse, (bool, np.bool_)):
-        raise TesseraError("return_lse", f"expected True or False, got {type(return_lse).__name__} {return_lse!r}")
-    return_lse = bool(return_lse)
     torch_in, spec, bq, bkv, scale = _prepare(q, k, v, block_mask, block_size, scale, layout)
     _check_cpu_dtypes(q, k, v, torch_in)
     _check_mask_arrays(spec)

@@ -306,11 +306,39 @@ def test_bad_argument_types_raise_tessera_errors(rng):
     assert _err(bsa, q, k, v, dense, 16, scale=10**400).argument == "scale"
     assert _err(bsa, q, k, v, dense, 16, return_lse="yes").argument == "return_lse"
     assert _err(bsa, q, k, v, dense, 16, return_lse=1).argument == "return_lse"
+    assert _err(bsa, q, k, v, dense, 16, return_lse=np.True_).argument == "return_lse"
+    assert _err(bsa, q, k, v, dense, 16, return_lse=np.bool_(False)).argument == "return_lse"
+    assert _err(bsa, q, k, v, dense, 16, return_lse=None).argument == "return_lse"
     # Accepted scale spellings still work and agree.
     o1 = bsa(q, k, v, dense, 16, scale=0.5)
     o2 = bsa(q, k, v, dense, 16, scale=np.float32(0.5))
     o3 = bsa(q, k, v, dense, 16, scale=np.array(0.5))
     assert np.array_equal(o1, o2) and np.array_equal(o1, o3)
+
+
+def test_scale_must_be_finite_positive_and_at_most_1e4(rng):
+    bsa = tessera.block_sparse_attention
+    q, k, v = qkv(rng, 1, 64, 64, 2, 2, 128)
+    dense = random_mask(rng, (1, 2, 4, 4))
+    for bad in (0, 0.0, -0.0, -1.0, -1e-30, float("inf"), float("-inf"), float("nan"), 1e4 * (1 + 1e-15),
+                10001, 1e30, np.float32(-0.5), np.array(0.0), np.float64("inf")):
+        e = _err(bsa, q, k, v, dense, 16, scale=bad)
+        assert e.argument == "scale", bad
+    e = _err(bsa, q, k, v, dense, 16, scale=2e4)
+    assert "0 < scale <= 10000" in str(e)
+    # The bounds themselves are accepted (1e4 included), and so are tiny positive scales.
+    for good in (1e4, 10000, np.float32(1e4), 1e-30, 1):
+        o = bsa(q, k, v, dense, 16, scale=good)
+        assert np.isfinite(o).all(), good
+
+
+def test_plan_id_empty_string_is_rejected(rng):
+    q, k, v = qkv(rng, 1, 64, 64, 2, 2, 128)
+    dense = random_mask(rng, (1, 2, 4, 4))
+    e = _err(tessera.block_sparse_attention, q, k, v, dense, 16, plan_id="")
+    assert e.argument == "plan_id" and "empty plan id; pass None to select a plan" in str(e)
+    assert _err(tessera.explain, q, k, v, dense, 16, plan_id="").argument == "plan_id"
+    assert tessera.explain(q, k, v, dense, 16, plan_id=None)["source"] != "forced"
 
 
 def test_cpu_dtype_message_lists_what_the_cpu_path_accepts(rng):

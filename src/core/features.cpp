@@ -1,7 +1,9 @@
 #include "core/features.hpp"
 
 #include <algorithm>
+#include <charconv>
 
+#include "core/plan.hpp"
 #include "tessera/error.hpp"
 
 namespace tessera {
@@ -9,6 +11,42 @@ namespace tessera {
 std::string RequestKey::str() const {
   return arch + "." + std::string(dtype_name(dtype)) + ".d" + std::to_string(head_dim) + ".q" +
          std::to_string(block_q) + ".kv" + std::to_string(block_kv);
+}
+
+std::optional<RequestKey> parse_request_key(std::string_view key) {
+  std::string_view tok[5];
+  std::string_view rest = key;
+  for (int i = 0; i < 5; ++i) {
+    const std::size_t dot = rest.find('.');
+    if ((dot == std::string_view::npos) != (i == 4)) return std::nullopt;
+    tok[i] = rest.substr(0, dot);
+    rest = dot == std::string_view::npos ? std::string_view{} : rest.substr(dot + 1);
+  }
+  const std::optional<Arch> arch = arch_from_name(tok[0]);
+  if (!arch) return std::nullopt;
+  RequestKey k;
+  k.arch = std::string(arch_name(*arch));
+  if (tok[1] == dtype_name(DType::kBFloat16))
+    k.dtype = DType::kBFloat16;
+  else if (tok[1] == dtype_name(DType::kFloat16))
+    k.dtype = DType::kFloat16;
+  else
+    return std::nullopt;
+  auto number = [](std::string_view t, std::string_view prefix, int& out) {
+    if (t.substr(0, prefix.size()) != prefix) return false;
+    const char* first = t.data() + prefix.size();
+    const char* last = t.data() + t.size();
+    const auto [end, ec] = std::from_chars(first, last, out);
+    return ec == std::errc() && end == last && out > 0;
+  };
+  if (!number(tok[2], "d", k.head_dim) || !number(tok[3], "q", k.block_q) || !number(tok[4], "kv", k.block_kv))
+    return std::nullopt;
+  if (k.str() != key) return std::nullopt;  // leading zeros
+  return k;
+}
+
+RequestKey plan_request_key(const Plan& p) {
+  return RequestKey{std::string(arch_name(p.arch)), p.dtype, p.head_dim, p.block_q, p.block_kv};
 }
 
 std::string_view feature_name(Feature f) noexcept {

@@ -3,6 +3,7 @@
 // coarse groups of the plan table, and the bucketed features u(R) (request dimensions) and s(M) (mask
 // statistics) that the decision tree inside a group splits on.
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,15 @@ struct RequestKey {
   std::string str() const;
   bool operator==(const RequestKey&) const = default;
 };
+
+/// Parses the canonical spelling RequestKey::str() writes, "<arch>.<dtype>.d<D>.q<B_Q>.kv<B_KV>": a known
+/// architecture (sm80, sm86, sm89, sm90a, sm120), dtype bf16 or f16, and positive decimal integers without sign or
+/// leading zeros. Returns nullopt for anything else (e.g. "garbage", "sm99.bf16.d128.q64.kv64", "...d0128...").
+std::optional<RequestKey> parse_request_key(std::string_view key);
+
+struct Plan;
+/// The request key a plan serves: its arch, dtype, head_dim, B_Q and B_KV.
+RequestKey plan_request_key(const Plan& plan);
 
 /// The features a plan-table tree may split on, in schema order.
 enum class Feature : int {

@@ -1,7 +1,9 @@
 #include "core/plan_table.hpp"
 
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "core/plan.hpp"
 #include "tessera/error.hpp"
 
 namespace tessera {
@@ -11,6 +13,38 @@ namespace {
 using nlohmann::json;
 
 [[noreturn]] void bad(const std::string& what) { throw Error(ErrorCode::kFormatError, "plan_table", what); }
+
+/// feature_from_name, with the failure reported under "plan_table" and `where` it was found.
+Feature feature_named(const std::string& name, const std::string& where) {
+  try {
+    return feature_from_name(name);
+  } catch (const Error& e) {
+    bad(where + ": " + e.message());
+  }
+}
+
+/// The tree's key parses and belongs to the table's arch; every ranked plan id that parses serves that key
+/// (an id this build cannot parse is left to the selector, which skips it).
+void check_tree_key(const RegimeTree& t, const std::string& table_arch) {
+  const std::optional<RequestKey> key = parse_request_key(t.key);
+  if (!key) bad("tree key '" + t.key + "' is not \"<arch>.<dtype>.d<D>.q<B_Q>.kv<B_KV>\" (e.g. sm90a.bf16.d128.q64.kv64)");
+  if (key->arch != table_arch)
+    bad("tree key '" + t.key + "' is for arch " + key->arch + " but the table is for " + table_arch);
+  for (std::size_t l = 0; l < t.rankings.size(); ++l) {
+    for (const std::string& id : t.rankings[l]) {
+      Plan p;
+      try {
+        p = parse_plan_id(id);
+      } catch (const Error&) {
+        continue;  // documented: a plan id this build cannot parse is skipped by the selector
+      }
+      const std::string plan_key = plan_request_key(p).str();
+      if (plan_key != t.key)
+        bad("tree '" + t.key + "' leaf " + std::to_string(l) + " ranks plan '" + id + "' of another key ('" +
+            plan_key + "')");
+    }
+  }
+}
 
 void check_tree(const RegimeTree& t) {
   if (t.nodes.empty()) bad("tree '" + t.key + "' has no nodes");
@@ -107,12 +141,14 @@ PlanTable plan_table_from_json(const std::string& text, const std::string& expec
       bad("catalog_version '" + t.catalog_version + "' does not match this build's catalog '" +
           expected_catalog_version + "'");
     t.arch = j.at("arch").get<std::string>();
+    if (!arch_from_name(t.arch))
+      bad("arch '" + t.arch + "' is not a known architecture (sm80, sm86, sm89, sm90a, sm120)");
     t.gpu_name = j.value("gpu_name", "");
     const json& schema = j.at("feature_schema");
     if (!schema.is_array() || schema.size() != static_cast<std::size_t>(kFeatureCount))
       bad("feature_schema must list " + std::to_string(kFeatureCount) + " features");
     for (const json& f : schema) {
-      const Feature feat = feature_from_name(f.at("name").get<std::string>());
+      const Feature feat = feature_named(f.at("name").get<std::string>(), "feature_schema");
       auto edges = f.at("edges").get<std::vector<double>>();
       for (std::size_t i = 1; i < edges.size(); ++i)
         if (!(edges[i - 1] < edges[i])) bad("bucket edges of '" + std::string(feature_name(feat)) + "' are not increasing");
@@ -121,13 +157,15 @@ PlanTable plan_table_from_json(const std::string& text, const std::string& expec
     for (const json& jt : j.at("tables")) {
       RegimeTree tree;
       tree.key = jt.at("key").get<std::string>();
+      const std::string where = "tree '" + tree.key + "'";
       tree.base_plan = jt.at("base_plan").get<std::string>();
       for (const json& n : jt.at("nodes")) {
         TreeNode node;
         if (n.contains("leaf")) {
           node.leaf = n.at("leaf").get<int>();
         } else {
-          node.feature = static_cast<int>(feature_from_name(n.at("feature").get<std::string>()));
+          node.feature = static_cast<int>(feature_named(
+              n.at("feature").get<std::string>(), where + " node " + std::to_string(tree.nodes.size())));
           node.threshold = n.at("threshold").get<int>();
           node.left = n.at("left").get<int>();
           node.right = n.at("right").get<int>();
@@ -137,11 +175,19 @@ PlanTable plan_table_from_json(const std::string& text, const std::string& expec
       tree.rankings = jt.at("rankings").get<std::vector<std::vector<std::string>>>();
       tree.leaf_cases = jt.value("leaf_cases", std::vector<int>{});
       check_tree(tree);
+      check_tree_key(tree, t.arch);
       if (!t.trees.emplace(tree.key, tree).second) bad("key '" + tree.key + "' appears twice");
     }
   } catch (const json::exception& e) {
     bad(std::string("missing or mistyped field: ") + e.what());
   }
+  return t;
+}
+
+PlanTable plan_table_for_arch(const std::string& json, std::string_view device_arch,
+                              const std::string& expected_catalog_version) {
+  PlanTable t = plan_table_from_json(json, expected_catalog_version);
+  if (t.arch != device_arch) bad("table for " + t.arch + ", this GPU is " + std::string(device_arch));
   return t;
 }
 

@@ -4,6 +4,7 @@
 // geometric-mean latency over the leaf's profiled cases, and always ends with the key's base plan.
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/features.hpp"
@@ -58,9 +59,19 @@ struct PlanTable {
 /// Serializes to the JSON artifact (format documented in docs/selection.md).
 std::string plan_table_to_json(const PlanTable& table);
 
-/// Parses and checks an artifact. Throws Error(kFormatError, "plan_table", ...) on malformed JSON, a wrong
-/// format name or version, a catalog version different from `expected_catalog_version` (when non-empty),
-/// unknown features, out-of-range node links, cycles, or rankings that do not end with the base plan.
+/// Parses and checks an artifact. Every failure throws Error(kFormatError, "plan_table", reason): malformed JSON, a
+/// missing or mistyped field, a wrong format name or version, a catalog version different from
+/// `expected_catalog_version` (when non-empty), an unknown arch, unknown feature names, edges not increasing, a tree
+/// key that is not "<arch>.<dtype>.d<D>.q<B_Q>.kv<B_KV>" (parse_request_key) or whose arch is not the table's, a key
+/// twice, out-of-range node links, cycles, rankings that do not end with the base plan, or a ranked plan id that
+/// parses but serves another key (another arch, dtype, head_dim, B_Q or B_KV). A ranked id that does not parse is
+/// kept: the selector skips it (a table written by another build may name plans this build does not know).
 PlanTable plan_table_from_json(const std::string& json, const std::string& expected_catalog_version = "");
+
+/// plan_table_from_json, then checks that the table was profiled for `device_arch` (the running GPU's arch name,
+/// e.g. "sm90a"). Throws Error(kFormatError, "plan_table", "table for sm80, this GPU is sm90a") for a table of
+/// another arch, which the runtimes treat like a corrupt table (documented default plans).
+PlanTable plan_table_for_arch(const std::string& json, std::string_view device_arch,
+                              const std::string& expected_catalog_version);
 
 }  // namespace tessera

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <charconv>
 #include <cmath>
 #include <map>
 #include <utility>
@@ -12,10 +13,38 @@
 
 namespace tessera {
 
+ProfileCaseId parse_profile_case_id(std::string_view id) {
+  auto bad = [&](const std::string& why) {
+    throw Error(ErrorCode::kFormatError, "case", fmt::format("case id '{}' {}", id, why));
+  };
+  const std::size_t a = id.find('/'), b = id.rfind('/');
+  if (a == std::string_view::npos || a == b || a == 0 || b == a + 1 || b + 1 == id.size())
+    bad("is not \"<family>/<source>/<index>\" (as `tessera profile` writes it)");
+  ProfileCaseId c;
+  c.family = std::string(id.substr(0, a));
+  c.source = std::string(id.substr(a + 1, b - a - 1));
+  const std::string_view index = id.substr(b + 1);
+  const auto [end, ec] = std::from_chars(index.data(), index.data() + index.size(), c.index);
+  const bool digits_only = index.find_first_not_of("0123456789") == std::string_view::npos;
+  if (!digits_only || ec != std::errc() || end != index.data() + index.size() || (index.size() > 1 && index[0] == '0'))
+    bad(fmt::format("has index '{}', which is not a canonical decimal integer (digits only: no sign, no leading "
+                    "zeros, at most 2147483647)",
+                    index));
+  return c;
+}
+
 bool is_known_arch(std::string_view arch) noexcept { return arch_from_name(arch).has_value(); }
 
 void check_profile_record(const ProfileRecord& r, std::string_view arch) {
   auto bad = [](const std::string& msg) { throw Error(ErrorCode::kFormatError, "profile", msg); };
+  ProfileCaseId id;
+  try {
+    id = parse_profile_case_id(r.case_id);
+  } catch (const Error& e) {
+    bad(fmt::format("field 'case': {}", e.message()));
+  }
+  if (id.source != r.source)
+    bad(fmt::format("field 'source' '{}' differs from the source '{}' of case '{}'", r.source, id.source, r.case_id));
   if (!(r.latency_us > 0) || !std::isfinite(r.latency_us))
     bad(fmt::format("field 'latency_us' must be > 0 and finite, got {}", r.latency_us));
   if (r.split != "profile" && r.split != "eval")
@@ -33,7 +62,7 @@ void check_profile_record(const ProfileRecord& r, std::string_view arch) {
   } catch (const Error& e) {
     bad(fmt::format("field 'plan' '{}' is not a plan id: {}", r.plan, e.message()));
   }
-  const RequestKey k{std::string(arch_name(p.arch)), p.dtype, p.head_dim, p.block_q, p.block_kv};
+  const RequestKey k = plan_request_key(p);
   if (k.str() != r.key) bad(fmt::format("field 'key' '{}' does not match plan '{}' (its key is '{}')", r.key, r.plan, k.str()));
   if (!arch.empty() && k.arch != arch)
     bad(fmt::format("record arch '{}' (key '{}') differs from --arch '{}'", k.arch, r.key, arch));

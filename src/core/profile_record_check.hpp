@@ -1,6 +1,7 @@
 // Checks on profile records before `tessera compile-table` uses them (docs/selection.md, "Profile records").
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -8,10 +9,24 @@
 
 namespace tessera {
 
+/// A profile case id as `tessera profile` writes it: "<family>/<source>/<index>".
+struct ProfileCaseId {
+  std::string family;
+  std::string source;  ///< may itself contain '/': everything between the first and the last '/'
+  int index = 0;
+};
+
+/// Parses "<family>/<source>/<index>": family and source non-empty, index in canonical decimal (digits only, no sign,
+/// no leading zeros, fits an int), so "STA-real/x/021" is rejected. Throws Error(kFormatError, "case", message naming
+/// the id), e.g. "case id 'STA-real/x/021': index '021' is not a canonical decimal integer (no sign, no leading
+/// zeros, at most 2147483647)".
+ProfileCaseId parse_profile_case_id(std::string_view id);
+
 /// True when `arch` is the plan-id spelling of a known architecture ("sm80", "sm86", "sm89", "sm90a", "sm120").
 bool is_known_arch(std::string_view arch) noexcept;
 
-/// Checks one parsed record: latency_us > 0 and finite; split "profile" or "eval"; role "", "default" or "direct";
+/// Checks one parsed record: the case id parses (parse_profile_case_id) and its source component equals the record's
+/// `source`; latency_us > 0 and finite; split "profile" or "eval"; role "", "default" or "direct";
 /// the plan id parses (parse_plan_id) and agrees with the key (RequestKey::str() of the plan's arch, dtype, head_dim,
 /// B_Q, B_KV: "<arch>.<dtype>.d<D>.q<B_Q>.kv<B_KV>"); when `arch` is not empty, the key's arch equals it.
 /// Throws Error(kFormatError, "profile", message naming the field).

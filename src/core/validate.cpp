@@ -1,6 +1,7 @@
 // validate_request(): checks an AttentionRequest against DESIGN.md section 2 before anything touches the GPU.
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <limits>
 
 #include "core/mask_checks.hpp"
@@ -152,6 +153,46 @@ void check_mask_against_request(const BlockMask& m, const ProblemShape& p, const
   }
 }
 
+/// Bytes [lo, hi] (inclusive) that a view can touch: from its data pointer to the element at the largest offset
+/// (positive strides are checked before), plus that element's size. Saturates at the top of the address space.
+struct ByteExtent {
+  std::uintptr_t lo = 0, hi = 0;
+};
+
+ByteExtent byte_extent(const TensorView& t) {
+  const auto size = static_cast<std::uint64_t>(dtype_size(t.dtype));
+  std::uint64_t last = 0;  // largest element offset
+  bool saturated = false;
+  for (int d = 0; d < t.rank; ++d) {
+    std::uint64_t span = 0;
+    if (t.shape[d] > 1 &&
+        (__builtin_mul_overflow(static_cast<std::uint64_t>(t.shape[d] - 1), static_cast<std::uint64_t>(t.stride[d]),
+                                &span) ||
+         __builtin_add_overflow(last, span, &last)))
+      saturated = true;
+  }
+  ByteExtent e;
+  e.lo = reinterpret_cast<std::uintptr_t>(t.data);
+  std::uint64_t bytes = 0;
+  if (saturated || __builtin_mul_overflow(last, size, &bytes) || __builtin_add_overflow(bytes, size - 1, &bytes) ||
+      __builtin_add_overflow(e.lo, bytes, &e.hi))
+    e.hi = std::numeric_limits<std::uintptr_t>::max();
+  return e;
+}
+
+/// Rejects an output whose memory may overlap an input's (the kernels write O and LSE while reading Q, K and V).
+/// Conservative: two views on one device overlap when their byte extents intersect, even if no element is shared.
+void check_no_overlap(const TensorView& out, const std::string& out_name, const TensorView& in,
+                      const std::string& in_name) {
+  if (out.device != in.device) return;
+  const ByteExtent a = byte_extent(out), b = byte_extent(in);
+  if (a.lo <= b.hi && b.lo <= a.hi) {
+    fail(out_name, fmt::format("memory overlaps {}'s (byte extents from the data pointer, shape, strides and dtype "
+                               "size intersect): outputs must not share memory with q, k, v{}",
+                               in_name, out_name == "lse" ? " or o" : ""));
+  }
+}
+
 }  // namespace
 
 ProblemShape validate_request(const AttentionRequest& r, const ValidateOptions& options) {
@@ -197,6 +238,15 @@ ProblemShape validate_request(const AttentionRequest& r, const ValidateOptions& 
   p.n_qb = num_blocks(p.n_q, r.geometry.block_q);
   p.n_kvb = num_blocks(p.n_kv, r.geometry.block_kv);
   check_lse(r.lse, p, dev, options.allow_reference_dtypes);
+  check_no_overlap(r.o, "o", r.q, "q");
+  check_no_overlap(r.o, "o", r.k, "k");
+  check_no_overlap(r.o, "o", r.v, "v");
+  if (!r.lse.empty()) {
+    check_no_overlap(r.lse, "lse", r.q, "q");
+    check_no_overlap(r.lse, "lse", r.k, "k");
+    check_no_overlap(r.lse, "lse", r.v, "v");
+    check_no_overlap(r.lse, "lse", r.o, "o");
+  }
   check_mask_against_request(r.mask, p, r.geometry, dev);
   if (options.check_host_mask_contents && dev == Device::kCpu) detail::check_mask_contents_host(r.mask);
   return p;

@@ -56,7 +56,7 @@ DispatchInfo run_cpu(const AttentionRequest& request, const CpuRunOptions& optio
     const std::string_view js = options.use_plan_table ? embedded_plan_table(options.arch) : std::string_view{};
     if (!js.empty()) {
       try {
-        table = plan_table_from_json(std::string(js), std::string(catalog_version()));
+        table = plan_table_for_arch(std::string(js), options.arch, std::string(catalog_version()));
         table_ptr = &table;
       } catch (const Error&) {
         table_ptr = nullptr;  // documented fallback: default plans

@@ -161,7 +161,7 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
     }
   }
   try {
-    m.table = plan_table_from_json(text, std::string(catalog_version()));
+    m.table = plan_table_for_arch(text, m.arch_name_str, std::string(catalog_version()));
     m.table_status = origin + " (" + m.table->catalog_version + ", " + std::to_string(m.table->trees.size()) + " keys)";
   } catch (const Error& e) {
     m.table_status = origin + " rejected, documented default plans used: " + e.message();

@@ -133,16 +133,74 @@ TEST(PlanTableArtifact, RejectsCorruptOrMismatchedArtifacts) {
   std::string bad_leaf = good;
   bad_leaf.replace(bad_leaf.find("\"leaf\": 0"), 9, "\"leaf\": 7");
   expect_format_error(bad_leaf, "names leaf 7");
-  std::string bad_feature = good;
+  std::string bad_feature = good;  // reported under "plan_table" like every other load failure
   bad_feature.replace(bad_feature.find("\"density\""), 9, "\"densityX\"");
-  try {
-    plan_table_from_json(bad_feature);
-    ADD_FAILURE();
-  } catch (const Error& e) {
-    EXPECT_NE(e.message().find("densityX"), std::string::npos);
-  }
+  expect_format_error(bad_feature, "feature_schema: unknown feature name 'densityX'");
   std::string truncated = good.substr(0, good.size() / 2);
   expect_format_error(truncated, "not valid JSON");
+}
+
+// A one-leaf table of `arch` with one tree `key` whose single ranking is `ranking` (ending with base plan "base").
+std::string one_tree_table(const std::string& arch, const std::string& key, std::vector<std::string> ranking) {
+  PlanTable table;
+  table.catalog_version = "cat-1";
+  table.arch = arch;
+  RegimeTree t;
+  t.key = key;
+  t.base_plan = "base";
+  t.nodes = {TreeNode{}};
+  t.nodes[0].leaf = 0;
+  ranking.push_back("base");
+  t.rankings = {ranking};
+  t.leaf_cases = {40};
+  table.trees[key] = t;
+  return plan_table_to_json(table);
+}
+
+TEST(PlanTableArtifact, RejectsUnknownArchBadKeysAndPlansOfAnotherKey) {
+  const std::string plan = "sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4";  // serves kKey
+  EXPECT_NO_THROW(plan_table_from_json(one_tree_table("sm90a", kKey, {plan, "not-a-plan-id"})));
+  expect_format_error(one_tree_table("sm99", kKey, {}), "arch 'sm99' is not a known architecture");
+  expect_format_error(one_tree_table("sm90a", "garbage", {}),
+                      "tree key 'garbage' is not \"<arch>.<dtype>.d<D>.q<B_Q>.kv<B_KV>\"");
+  expect_format_error(one_tree_table("sm90a", "sm90a.bf16.d0128.q64.kv64", {}), "tree key 'sm90a.bf16.d0128.q64.kv64' is not");
+  expect_format_error(one_tree_table("sm90a", "sm80.bf16.d128.q64.kv64", {}),
+                      "tree key 'sm80.bf16.d128.q64.kv64' is for arch sm80 but the table is for sm90a");
+  expect_format_error(one_tree_table("sm90a", kKey, {"sm80.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4"}),
+                      "leaf 0 ranks plan 'sm80.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4' of another key "
+                      "('sm80.bf16.d128.q64.kv64')");
+  for (const char* other : {"sm90a.mma.f16.d128.q64d.kv64d.g1.tasc.split1.s2.w4",   // dtype
+                            "sm90a.mma.bf16.d64.q64d.kv64d.g1.tasc.split1.s2.w4",   // head_dim
+                            "sm90a.mma.bf16.d128.q32d.kv64d.g1.tasc.split1.s2.w4",  // B_Q
+                            "sm90a.mma.bf16.d128.q64d.kv32d.g1.tasc.split1.s2.w4"}) // B_KV
+    expect_format_error(one_tree_table("sm90a", kKey, {plan, other}), std::string("ranks plan '") + other + "'");
+}
+
+TEST(PlanTableArtifact, TableOfAnotherArchIsRejectedForThisGpu) {
+  const std::string sm80 = one_tree_table("sm80", "sm80.bf16.d128.q64.kv64", {});
+  EXPECT_NO_THROW(plan_table_for_arch(sm80, "sm80", "cat-1"));
+  try {
+    plan_table_for_arch(sm80, "sm90a", "cat-1");
+    ADD_FAILURE() << "an sm80 table was accepted for an sm90a GPU";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kFormatError);
+    EXPECT_EQ(e.argument(), "plan_table");
+    EXPECT_EQ(e.message(), "table for sm80, this GPU is sm90a");
+  }
+  // The artifact's own checks still run first.
+  EXPECT_THROW(plan_table_for_arch(sm80, "sm80", "cat-2"), Error);
+}
+
+TEST(RequestKeyParse, CanonicalSpellingOnly) {
+  const std::optional<RequestKey> k = parse_request_key("sm90a.f16.d64.q128.kv16");
+  ASSERT_TRUE(k);
+  EXPECT_EQ(*k, (RequestKey{"sm90a", DType::kFloat16, 64, 128, 16}));
+  EXPECT_EQ(parse_request_key(kKey)->str(), kKey);
+  for (const char* bad : {"", "garbage", "sm99.bf16.d128.q64.kv64", "sm90a.f32.d128.q64.kv64", "sm90a.bf16.d128.q64",
+                          "sm90a.bf16.d128.q64.kv64.x", "sm90a.bf16.d0128.q64.kv64", "sm90a.bf16.d+128.q64.kv64",
+                          "sm90a.bf16.d128.q0.kv64", "sm90a.bf16.d128.q-64.kv64", "sm90a.bf16.d128.q64.kv64x",
+                          "sm90a.bf16.x128.q64.kv64", "sm90a.bf16.d128.q64.kv99999999999", "SM90A.bf16.d128.q64.kv64"})
+    EXPECT_FALSE(parse_request_key(bad)) << bad;
 }
 
 // Two sources of one key that want different plans and differ in sequence length, 8 requests each, 8 cases per

@@ -98,5 +98,37 @@ TEST_F(ProfileFile, BadCompleteLineNamesTheLine) {
   }
 }
 
+// `tessera compile-table` and `tessera profile-refeature` read records through read_profile_records: a case id whose
+// index is not canonical, or whose source is not the record's, is an error naming --in, the file and the line.
+TEST_F(ProfileFile, ReadRejectsBadCaseIdsNamingTheLine) {
+  ProfileRecord good = record("STA-real/src/21", "sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4");
+  const std::vector<std::pair<std::string, std::string>> bad{
+      {"STA-real/src/021", "case id 'STA-real/src/021' has index '021'"},
+      {"STA-real/other/22", "field 'source' 'src' differs from the source 'other' of case 'STA-real/other/22'"},
+      {"STA-real-21", "case id 'STA-real-21' is not"}};
+  for (const auto& [id, needle] : bad) {
+    ProfileRecord r = good;
+    r.case_id = id;
+    {
+      std::ofstream out(path_, std::ios::trunc);
+      out << profile_record_to_json(good) << "\n" << profile_record_to_json(r) << "\n";
+    }
+    try {
+      read_profile_records(path_, "sm90a");
+      ADD_FAILURE() << "accepted case id " << id;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.argument(), "--in");
+      EXPECT_NE(e.message().find(path_ + " line 2: field '"), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find(needle), std::string::npos) << e.message();
+      EXPECT_EQ(std::string(e.what()).find("tessera:", 1), std::string::npos) << e.what();
+    }
+  }
+  {
+    std::ofstream out(path_, std::ios::trunc);
+    out << profile_record_to_json(good) << "\n";
+  }
+  EXPECT_EQ(read_profile_records(path_, "sm90a").size(), 1u);
+}
+
 }  // namespace
 }  // namespace tessera

@@ -14,7 +14,7 @@ namespace {
 
 ProfileRecord good() {
   ProfileRecord r;
-  r.case_id = "c0";
+  r.case_id = "F/s0/0";
   r.source = "s0";
   r.split = "profile";
   r.key = "sm90a.bf16.d64.q16.kv16";
@@ -71,6 +71,46 @@ TEST(ProfileRecordCheck, RejectsBadPlanKeyRoleSplitArch) {
   expect_format_error(good(), "sm80", "--arch");
 }
 
+TEST(ProfileRecordCheck, CaseIdsParseAndNameTheRecordsSource) {
+  ProfileRecord r = good();
+  r.case_id = "STA-real/sta-hv768-b128/387";
+  r.source = "sta-hv768-b128";
+  EXPECT_NO_THROW(check_profile_record(r, "sm90a"));
+  r.case_id = "F/a/b/0";  // a source may contain '/'
+  r.source = "a/b";
+  EXPECT_NO_THROW(check_profile_record(r, "sm90a"));
+  r = good();
+  r.source = "s1";
+  expect_format_error(r, "sm90a", "field 'source' 's1' differs from the source 's0' of case 'F/s0/0'");
+  for (const char* bad : {"c0", "", "F/s0", "/s0/0", "F//0", "F/s0/"}) {
+    r = good();
+    r.case_id = bad;
+    expect_format_error(r, "sm90a", std::string("field 'case': case id '") + bad +
+                                        "' is not \"<family>/<source>/<index>\"");
+  }
+  for (const char* index : {"021", "00", "-1", "+1", "1x", "x", "2147483648", "99999999999999999999"}) {
+    r = good();
+    r.case_id = std::string("F/s0/") + index;
+    expect_format_error(r, "sm90a", std::string("has index '") + index + "', which is not a canonical decimal integer");
+  }
+}
+
+TEST(ProfileRecordCheck, ParsesCaseIds) {
+  const ProfileCaseId c = parse_profile_case_id("Q64K64/q64-vsa-wan720/17");
+  EXPECT_EQ(c.family, "Q64K64");
+  EXPECT_EQ(c.source, "q64-vsa-wan720");
+  EXPECT_EQ(c.index, 17);
+  EXPECT_EQ(parse_profile_case_id("F/s/0").index, 0);
+  EXPECT_EQ(parse_profile_case_id("F/s/2147483647").index, 2147483647);
+  try {
+    parse_profile_case_id("STA-real/x/021");
+    ADD_FAILURE() << "accepted a leading zero";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), "case");
+    EXPECT_NE(e.message().find("case id 'STA-real/x/021' has index '021'"), std::string::npos) << e.message();
+  }
+}
+
 TEST(ProfileRecordCheck, RejectsNegativeOrNonFiniteFeatures) {
   ProfileRecord r = good();
   r.features[2] = -0.1;
@@ -119,7 +159,7 @@ TEST(ProfileRecordCheck, SetChecks) {
   c = b;
   c.role = "default";
   ProfileRecord other = good();
-  other.case_id = "c1";
+  other.case_id = "F/s0/1";
   other.role = "default";
   EXPECT_NO_THROW(check_profile_record_set({a, other}));  // the same default plan on two cases
   expect_set_error({a, c}, "two default plans");

@@ -53,8 +53,10 @@ TEST(ProfileRefeature, ParsesCaseIds) {
   EXPECT_EQ(c.family, "Q64K64");
   EXPECT_EQ(c.source, "q64-vsa-wan720");
   EXPECT_EQ(c.index, 17);
-  for (const char* bad : {"", "Q64K64", "Q64K64/17", "/src/1", "F//1", "F/src/", "F/src/x", "F/src/-1", "F/src/1x"})
+  for (const char* bad : {"", "Q64K64", "Q64K64/17", "/src/1", "F//1", "F/src/"})
     expect_error([&] { parse_profile_case_id(bad); }, {"case", "<family>/<source>/<index>"});
+  for (const char* bad : {"F/src/x", "F/src/-1", "F/src/1x", "F/src/021", "F/src/+1"})
+    expect_error([&] { parse_profile_case_id(bad); }, {"case", "canonical decimal"});
 }
 
 // The features of a case come from its mask: checked against counts taken directly from the packed mask.
@@ -133,6 +135,12 @@ TEST(ProfileRefeature, RejectsRecordsThatDoNotMatchTheCorpus) {
     std::vector<ProfileRecord> r{record_of(id, f, "p0")};
     r[0].case_id = bad;
     expect_error([&] { refeature_records(r, {all}, opt, 1); }, {needle, "records"});
+    try {  // one message: the case once, no second "tessera: format error:" inside it
+      refeature_records(r, {all}, opt, 1);
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.find("tessera:", 1), std::string::npos) << what;
+    }
   }
   expect_error([&] { refeature_records(recs, {}, opt, 1); }, {"present"});
 }

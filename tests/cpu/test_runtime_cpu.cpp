@@ -126,5 +126,29 @@ TEST(RunCpu, BadRequestsAreRejectedBeforeAnythingIsWritten) {
   }
 }
 
+// O (or LSE) sharing memory with an input is rejected by validation, before the executor writes anything: q stays
+// as it was, and LSE is not written.
+TEST(RunCpu, OutputsOverlappingInputsAreRejected) {
+  Case c = make_case(6, 64, 64, 256, 2, 2, MaskFormat::kDense, testing::MaskPattern::kRandom, false);
+  const std::vector<unsigned char> q_before = c.q.bytes;
+  auto expect_rejected = [&](const std::string& argument, const std::string& fragment) {
+    try {
+      run_cpu(c.req);
+      ADD_FAILURE() << argument << " overlapping an input was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.argument(), argument);
+      EXPECT_NE(e.message().find(fragment), std::string::npos) << e.message();
+    }
+  };
+  c.req.o = c.q.view();  // in-place attention over q: O (bf16, q's shape) is exactly q's memory
+  expect_rejected("o", "overlaps q's");
+  EXPECT_EQ(c.q.bytes, q_before);
+  for (std::int64_t i = 0; i < c.lse.numel(); ++i) ASSERT_TRUE(std::isnan(c.lse.get(i)));
+  c.req.o = c.o.view();
+  c.req.lse = make_tensor(c.o.data(), DType::kFloat32, Device::kCpu, {1, 2, 256});  // LSE inside O
+  expect_rejected("lse", "overlaps o's");
+  for (std::int64_t i = 0; i < c.o.numel(); ++i) ASSERT_TRUE(std::isnan(c.o.get(i)));
+}
+
 }  // namespace
 }  // namespace tessera

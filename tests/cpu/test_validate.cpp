@@ -20,7 +20,9 @@ using testing::HostMaskTensors;
 using testing::MaskPattern;
 using testing::random_mask_bits;
 
-alignas(16) unsigned char g_dummy[64];  // Q/K/V/O data are never read by the validator
+/// Distinct addresses 4 GiB apart for Q, K, V and O: the validator never reads tensor data, but it does compare
+/// the byte extents of the outputs with the inputs' (O must not overlap Q, K or V).
+void* fake_address(int i) { return reinterpret_cast<void*>((std::uintptr_t{1} << 40) + (std::uintptr_t(i) << 32)); }
 
 /// A valid request: B=2, N_q=100, N_kv=130, H_q=4, H_kv=2, D=64, bf16, B_Q=32, B_KV=64 (ragged in both dims).
 struct Fixture {
@@ -32,10 +34,10 @@ struct Fixture {
   AttentionRequest r;
 
   explicit Fixture(MaskFormat f = MaskFormat::kDense, MaskShape s = {2, 4, 4, 3}) : shape(s) {
-    r.q = make_tensor(g_dummy, DType::kBFloat16, Device::kCpu, {B, Nq, Hq, D});
-    r.k = make_tensor(g_dummy, DType::kBFloat16, Device::kCpu, {B, Nkv, Hkv, D});
-    r.v = r.k;
-    r.o = r.q;
+    r.q = make_tensor(fake_address(0), DType::kBFloat16, Device::kCpu, {B, Nq, Hq, D});
+    r.k = make_tensor(fake_address(1), DType::kBFloat16, Device::kCpu, {B, Nkv, Hkv, D});
+    r.v = r.k;  // K and V may share memory (both are only read)
+    r.o = make_tensor(fake_address(2), DType::kBFloat16, Device::kCpu, {B, Nq, Hq, D});
     r.geometry = g;
     std::mt19937_64 gen(7);
     auto bits = random_mask_bits(shape, MaskPattern::kRandom, 0.5, gen);
@@ -233,6 +235,39 @@ const std::vector<Case>& invalid_cases() {
          f.r.lse.device = Device::kCuda;
        },
        kInv, "lse", "is on cuda but q is on cpu"},
+      {"o is q", kDense, [](Fixture& f) { f.r.o.data = f.r.q.data; }, kInv, "o", "memory overlaps q's"},
+      {"o is k (and v)", kDense, [](Fixture& f) { f.r.o.data = f.r.v.data; }, kInv, "o", "memory overlaps k's"},
+      {"o is v only", kDense,
+       [](Fixture& f) {
+         f.r.v.data = fake_address(3);
+         f.r.o.data = f.r.v.data;
+       },
+       kInv, "o", "memory overlaps v's"},
+      {"o ends on q's first byte", kDense,
+       [](Fixture& f) {  // O's last element (2 bytes) covers q's first byte
+         const std::int64_t o_bytes = f.r.q.numel() * 2;
+         f.r.o.data = static_cast<char*>(f.r.q.data) - o_bytes + 1;
+       },
+       kInv, "o", "memory overlaps q's"},
+      {"o inside strided q", kDense,
+       [](Fixture& f) {  // q with a gap between batches: O in the gap still intersects q's extent (conservative)
+         f.r.q.stride[0] = f.r.q.stride[0] * 4;
+         // 102400 bytes in: O (102400 bytes) lies between q's batch 0 (bytes [0, 51200)) and batch 1 ([204800, ...))
+         f.r.o.data = static_cast<char*>(f.r.q.data) + f.r.q.stride[0];
+       },
+       kInv, "o", "memory overlaps q's"},
+      {"lse in q", kDense,
+       [](Fixture& f) {
+         f.add_lse();
+         f.r.lse.data = static_cast<char*>(f.r.q.data) + 64;
+       },
+       kInv, "lse", "memory overlaps q's"},
+      {"lse in o", kDense,
+       [](Fixture& f) {
+         f.add_lse();
+         f.r.lse.data = f.r.o.data;
+       },
+       kInv, "lse", "memory overlaps o's"},
   };
   return cases;
 }
@@ -261,13 +296,32 @@ TEST(ValidateRequest, ValidFixtureAccepted) {
 TEST(ValidateRequest, BhsdStridesAccepted) {
   Fixture fx;
   // BHSD memory: [B, H, N, D] storage viewed as [B, N, H, D].
-  fx.r.q =
-      make_strided_tensor(g_dummy, DType::kBFloat16, Device::kCpu, {2, 100, 4, 64}, {4 * 100 * 64, 64, 100 * 64, 1});
+  fx.r.q = make_strided_tensor(fake_address(0), DType::kBFloat16, Device::kCpu, {2, 100, 4, 64},
+                               {4 * 100 * 64, 64, 100 * 64, 1});
   fx.r.o = fx.r.q;
-  fx.r.k =
-      make_strided_tensor(g_dummy, DType::kBFloat16, Device::kCpu, {2, 130, 2, 64}, {2 * 130 * 64, 64, 130 * 64, 1});
+  fx.r.o.data = fake_address(2);
+  fx.r.k = make_strided_tensor(fake_address(1), DType::kBFloat16, Device::kCpu, {2, 130, 2, 64},
+                               {2 * 130 * 64, 64, 130 * 64, 1});
   fx.r.v = fx.r.k;
   EXPECT_NO_THROW(validate_request(fx.r));
+}
+
+// Outputs right next to their inputs (touching, not intersecting) and inputs sharing memory are accepted; tensors on
+// different devices are never compared.
+TEST(ValidateRequest, AdjacentOutputsAndSharedInputsAccepted) {
+  Fixture fx;
+  fx.add_lse();
+  const std::int64_t q_bytes = fx.r.q.numel() * 2;
+  fx.r.o.data = static_cast<char*>(fx.r.q.data) + q_bytes;  // O starts one byte after q's last byte
+  EXPECT_NO_THROW(validate_request(fx.r));
+  fx.r.o.data = static_cast<char*>(fx.r.q.data) - q_bytes;  // O ends one byte before q's first
+  EXPECT_NO_THROW(validate_request(fx.r));
+  fx.r.k.data = fx.r.v.data = fx.r.q.data = fake_address(1);  // q, k and v all alias: only read
+  fx.r.o.data = fake_address(2);
+  EXPECT_NO_THROW(validate_request(fx.r));
+  // A q view that exactly fills the memory before O (last element ends at O's first byte - 1).
+  fx.r.o.data = static_cast<char*>(fx.r.q.data) + q_bytes - 1;
+  EXPECT_THROW(validate_request(fx.r), Error);
 }
 
 TEST(ValidateRequest, MqaBroadcastMasksAndReferenceDtypesAccepted) {

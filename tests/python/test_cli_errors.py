@@ -2,8 +2,9 @@
 file, and nothing is reported as written that was not.
 
 Usage: python3 test_cli_errors.py TESSERA_BINARY WORK_DIR
-Covers: checked output files (run --json, compile-table --out, --out = --in refused), compile-table record checks, profile-refeature
-(records of an older schema re-featured and compiled; features that disagree with the regenerated mask), run argument checks
+Covers: checked output files (run --json, compile-table --out, --out = --in refused), compile-table record checks (case ids
+included), profile-refeature (records of an older schema re-featured and compiled; features that disagree with the
+regenerated mask; bad case ids: one message naming --in and the line), run argument checks
 (--families, --cases-per-family on the CPU path), mask files (padding bits, errors naming the path, directories,
 crafted headers: overflowing sizes, bad integers and types), masks generate/stats and profile --list argument checks
 (--seed, a non-empty --out, an STA table that is a directory),
@@ -29,7 +30,10 @@ def check(cond, what, out=""):
         print(f"FAIL: {what}\n{out}")
 
 
-def record(key, plan, latency=10.0, valid=True, split="profile", role=None, case="c0", source="s0"):
+def record(key, plan, latency=10.0, valid=True, split="profile", role=None, case="F/s0/0", source=None):
+    """One profile record; `source` defaults to the source component of the case id "<family>/<source>/<index>"."""
+    if source is None:
+        source = case.split("/")[1] if case.count("/") >= 2 else "s0"
     r = {"case": case, "source": source, "split": split, "key": key,
          "features": {"batch_heads": 2, "seq_len": 1024, "density": 0.1, "run_coverage": 0.5,
                       "mean_run_length": 2, "mean_row_active": 4},
@@ -47,7 +51,8 @@ def write(path, lines):
 def compile_table(tessera, work):
     key = "sm90a.bf16.d64.q16.kv16"
     plan = "sm90a.mma.bf16.d64.q16d.kv16d.g1.tasc.split1.s2.w4"
-    good = [record(key, plan, case="c0", role="default"), record(key, plan, case="c1", split="eval", role="default")]
+    good = [record(key, plan, case="F/s0/0", role="default"),
+            record(key, plan, case="F/s0/1", split="eval", role="default")]
     path = os.path.join(work, "good.jsonl")
     write(path, good)
     out = os.path.join(work, "t.json")
@@ -63,7 +68,11 @@ def compile_table(tessera, work):
     rc, so, se = run(tessera, "compile-table", "--in", path, "--out", "/nonexistent/dir/t.json", "--min-leaf", "1")
     check(rc != 0 and "--out" in se and "/nonexistent/dir/t.json" in se, "compile-table bad --out", so + se)
     bad_cases = {
-        "latency0": ([good[0], record(key, plan, latency=0, case="c2")], "line 2"),
+        "latency0": ([good[0], record(key, plan, latency=0, case="F/s0/2")], "line 2"),
+        "case_malformed": ([record(key, plan, case="c0")], "case id 'c0' is not"),
+        "case_index_zero_padded": ([good[0], record(key, plan, case="STA-real/x/021")], "line 2: field 'case': case id "
+                                                                                      "'STA-real/x/021' has index '021'"),
+        "case_source_mismatch": ([record(key, plan, case="F/s1/0", source="s0")], "differs from the source 's1'"),
         "latency_neg": ([record(key, plan, latency=-3)], "latency_us"),
         "plan_bad": ([record(key, "sm90a.mma.nonsense")], "'plan'"),
         "key_mismatch": ([record("sm90a.bf16.d128.q16.kv16", plan)], "'key'"),
@@ -107,6 +116,16 @@ def profile_refeature(tessera, work):
     rc, so, se = run(tessera, "profile-refeature", "--in", path, "--out", out + "2")
     check(rc != 0 and case in se and "density" in se and not os.path.exists(out + "2"),
           "profile-refeature: a recorded feature differs from the regenerated mask", so + se)
+    rc, so, se = run(tessera, "profile-refeature", "--in", path, "--out", out + "2")
+    check(rc != 0 and "--in" in se and path in se and se.count("tessera:") == 1,
+          "profile-refeature: a feature mismatch is one message naming --in", so + se)
+    for bad_case, needle in ((case.rsplit("/", 1)[0] + "/0" + case.rsplit("/", 1)[1], "is not a canonical decimal"),
+                             ("", "case id '' is not")):
+        old["case"] = bad_case
+        write(path, [json.dumps(old)])
+        rc, so, se = run(tessera, "profile-refeature", "--in", path, "--out", out + "3")
+        check(rc != 0 and se.count("tessera:") == 1 and "--in: " + path + " line 1: field 'case': case id '" + bad_case + "'" in se
+              and needle in se and not os.path.exists(out + "3"), f"profile-refeature: bad case id {bad_case!r}", so + se)
     rc, so, se = run(tessera, "profile-refeature", "--in", path, "--out", "/nonexistent/dir/x.jsonl")
     check(rc != 0 and "--out" in se, "profile-refeature bad --out", so + se)
 

@@ -10,22 +10,12 @@
 #include <vector>
 
 #include "core/features.hpp"
+#include "core/profile_record_check.hpp"  // ProfileCaseId, parse_profile_case_id
 #include "core/table_compiler.hpp"
 #include "tessera/mask_state.hpp"
 #include "tessera_corpus/family.hpp"
 
 namespace tessera::corpus {
-
-/// A profile case id as `tessera profile` writes it: "<family>/<source>/<index>".
-struct ProfileCaseId {
-  std::string family;
-  std::string source;
-  int index = 0;
-};
-
-/// Parses "<family>/<source>/<index>" (index a decimal integer >= 0). Throws Error(kFormatError, "case") naming
-/// the id otherwise.
-ProfileCaseId parse_profile_case_id(const std::string& id);
 
 /// s(M) of a case as the runtime computes it: the CPU mu(M) (build_mask_state_cpu) of its mask [1, H, n_qb, n_kvb].
 MaskStats case_mask_stats(const Case& c);
