@@ -40,6 +40,7 @@ std::string case_stats_line(const std::string& id, const MaskStats& s) {
 
 void run_refeature(const RefeatureArgs& a) {
   check_output_dir(a.out, "--out");
+  check_not_input(a.out, a.in, "--out", "--in");
   if (!a.case_stats.empty()) check_output_dir(a.case_stats, "--case-stats");
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<FeaturePresence> present;
