@@ -13,7 +13,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "
 { cat .revision 2>/dev/null || git rev-parse HEAD; } > "$OUT/revision.txt" 2>/dev/null || true  # .revision: written by gpu_prepare.sh (the copy there may carry a stale .git)
 start=$(date +%s)
 cmake --preset gpu -G Ninja -DCMAKE_PREFIX_PATH="$DEPS" -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" \
-  -DTESSERA_KERNEL_FILTER="${TESSERA_KERNEL_FILTER:-.*}" > "$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 3; }
+  -DTESSERA_KERNEL_FILTER="${TESSERA_KERNEL_FILTER:-.*}" -DTESSERA_REVISION_OVERRIDE="$(cat .revision 2>/dev/null)" \
+  > "$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 3; }
 cmake --build --preset gpu -j 16 > "$OUT/build.log" 2>&1 || { grep -E 'error|Error' "$OUT/build.log" | head -40; exit 4; }
 echo "gpu build: $(( $(date +%s) - start )) s"
 ctest --preset gpu -j 4 --output-junit "$OUT/ctest.xml" "$@" > "$OUT/ctest.log" 2>&1
