@@ -128,13 +128,7 @@ __device__ __forceinline__ void emit_span_row(const PrepParams& p, const UnitRul
     const std::int32_t total = __shfl_sync(kFull, first + count, 31);
     for (std::int32_t base = 0; base < total; base += 32) {
       const std::int32_t e = base + lane;
-      // Owner: the largest lane whose first entry is <= e (it has count > 0 when e < total).
-      int owner = 0;
-#pragma unroll
-      for (int step = 16; step > 0; step >>= 1) {
-        const std::int32_t f = __shfl_sync(kFull, first, owner + step);
-        if (f <= e) owner += step;
-      }
+      const int owner = warp_owner_lane(first, e);
       const std::int32_t k = e - __shfl_sync(kFull, first, owner);  // entry inside the owner's word
       const std::uint32_t h = __shfl_sync(kFull, heads, owner);
       if (e >= total) continue;

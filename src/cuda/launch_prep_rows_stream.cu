@@ -3,10 +3,10 @@
 // and equals the CPU twins bit for bit; only the method differs from the bitmap builders:
 //  - 32 consecutive tile rows per CTA, 2 per warp (16 warps): fewer CTAs than one row per warp and 4 per CTA, so
 //    fewer look-back steps and atomics (on the H200 that form spent about half the kernel in the look-back), while
-//    enough warps stay resident (8 rows per warp filled 0.7 of a wave). Any row length (no bitmap). The row's columns are sorted
-//    and distinct, so a kv unit (c_kv adjacent blocks) is a run of consecutive columns: column i starts a unit when
-//    i is the row's first or its unit differs from column i - 1's. The warp reads the columns 32 at a time; a
-//    ballot of the unit starts gives every unit its rank in the row, so each unit's entries (span: rank * r_kv,
+//    enough warps stay resident (8 rows per warp filled 0.7 of a wave). Any row length (no bitmap). The row's
+//    columns are sorted and distinct, so a kv unit (c_kv adjacent blocks) is a run of consecutive columns: column
+//    i starts a unit when i is the row's first or its unit differs from column i - 1's. The warp reads the columns
+//    32 at a time; a ballot of the unit starts gives every unit its rank in the row, so each unit's entries (span: rank * r_kv,
 //    only the row's last unit can be ragged; packed: entry rank / pack, slot rank % pack) are written without a
 //    scan or a bitmap.
 //  - Entry counts: c_kv == 1 gives the units from the row length; otherwise a counting sweep over the columns
@@ -108,12 +108,7 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
       // in this chunk; a unit that continues into the next chunk reads its remaining columns there.
       const bool valid = sw.valid();
       const std::int32_t u = c >> log_ckv;
-      bits = valid ? std::uint64_t{1} << (c & kj_mask) : 0;
-      for (int off = 1; off < ur.c_kv; off <<= 1) {
-        const std::uint64_t ob = __shfl_down_sync(kFull, bits, off);
-        const std::int32_t ou = __shfl_down_sync(kFull, u, off);
-        if (lane + off < 32 && ou == u) bits |= ob;
-      }
+      bits = warp_segmented_or_down(valid ? std::uint64_t{1} << (c & kj_mask) : 0, u, ur.c_kv);
       if (start && lane + ur.c_kv > 32) {
         for (std::int32_t k = sw.base + 32; k < e && k < i + ur.c_kv; ++k) {
           const std::int32_t ck = __ldg(cols + k);

@@ -130,11 +130,7 @@ __global__ void __launch_bounds__(kThreads) tile_rows_kernel(PrepParams p, const
       // the unit. Consecutive lanes write consecutive entries and no lane loops over its own word's units.
       for (std::int32_t b0 = 0; b0 < total; b0 += 32) {
         const std::int32_t e = b0 + lane;
-        int owner = 0;
-#pragma unroll
-        for (int step = 16; step > 0; step >>= 1) {
-          if (__shfl_sync(kFull, excl, owner + step) <= e) owner += step;
-        }
+        const int owner = warp_owner_lane(excl, e);
         const std::int32_t k = e - __shfl_sync(kFull, excl, owner);
         const std::uint32_t h = __shfl_sync(kFull, heads, owner);
         std::uint32_t mo[kMaxMappingFactor];  // the owner's words of the c_q logical rows (membership only)
@@ -173,11 +169,7 @@ __global__ void __launch_bounds__(kThreads) tile_rows_kernel(PrepParams p, const
             }
             // OR over the lanes of one entry (at most `pack` consecutive lanes), then its first lane in this
             // batch ORs it in (an entry may continue in the next batch or window; the row was cleared).
-            for (int off = 1; off < pack; off <<= 1) {
-              const std::uint64_t ob = __shfl_down_sync(kFull, bits, off);
-              const std::int32_t oe = __shfl_down_sync(kFull, ent, off);
-              if (lane + off < 32 && oe == ent) bits |= ob;
-            }
+            bits = warp_segmented_or_down(bits, ent, pack);
             const std::int32_t prev = __shfl_up_sync(kFull, ent, 1);
             if (valid && (lane == 0 || prev != ent))
               atomicOr(reinterpret_cast<unsigned long long*>(member + de), static_cast<unsigned long long>(bits));

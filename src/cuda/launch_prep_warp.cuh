@@ -35,6 +35,30 @@ __device__ __forceinline__ std::int32_t warp_exclusive_scan(std::int32_t v, int 
 
 __device__ __forceinline__ unsigned lanes_below(int lane) { return (1u << lane) - 1u; }
 
+// The lane that holds rank e when lane L holds ranks [excl_L, excl_L + count_L) and excl is the warp's exclusive
+// scan of the counts: the largest lane with excl <= e (it has count > 0 when e < the total). All lanes; a binary
+// search with shuffles.
+__device__ __forceinline__ int warp_owner_lane(std::int32_t excl, std::int32_t e) {
+  int owner = 0;
+#pragma unroll
+  for (int step = 16; step > 0; step >>= 1) {
+    if (__shfl_sync(kFull, excl, owner + step) <= e) owner += step;
+  }
+  return owner;
+}
+
+// OR of `bits` over the run of consecutive lanes from this one on that share `key`, for runs of at most `span`
+// lanes (span a power of two <= 32): on return a run's first lane holds the OR of the whole run. All lanes.
+__device__ __forceinline__ std::uint64_t warp_segmented_or_down(std::uint64_t bits, std::int32_t key, int span) {
+  const int lane = threadIdx.x % 32;
+  for (int off = 1; off < span; off <<= 1) {
+    const std::uint64_t ob = __shfl_down_sync(kFull, bits, off);
+    const std::int32_t ok = __shfl_down_sync(kFull, key, off);
+    if (lane + off < 32 && ok == key) bits |= ob;
+  }
+  return bits;
+}
+
 // k / r and k % r for a Refined-KV factor r in {1, 2, 3, 4, 6, 8}: shifts for powers of two, else a division.
 struct RefineDivider {
   int r, shift;
