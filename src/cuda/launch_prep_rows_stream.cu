@@ -6,9 +6,9 @@
 //    enough warps stay resident (8 rows per warp filled 0.7 of a wave). Any row length (no bitmap). The row's
 //    columns are sorted and distinct, so a kv unit (c_kv adjacent blocks) is a run of consecutive columns: column
 //    i starts a unit when i is the row's first or its unit differs from column i - 1's. The warp reads the columns
-//    32 at a time; a ballot of the unit starts gives every unit its rank in the row, so each unit's entries (span: rank * r_kv,
-//    only the row's last unit can be ragged; packed: entry rank / pack, slot rank % pack) are written without a
-//    scan or a bitmap.
+//    32 at a time; a ballot of the unit starts gives every unit its rank in the row, so each unit's entries (span:
+//    rank * r_kv, only the row's last unit can be ragged; packed: entry rank / pack, slot rank % pack) are written
+//    without a scan or a bitmap.
 //  - Entry counts: c_kv == 1 gives the units from the row length; otherwise a counting sweep over the columns
 //    first. Offsets come from a decoupled look-back over the CTAs (launch_prep_lookback.cuh), or are mu(M)'s own
 //    (Direct KV) with no look-back.
@@ -87,8 +87,9 @@ __device__ __forceinline__ std::int32_t row_entry_count(const UnitRules& ur, con
 }
 
 // Writes the entries of one tile row (columns [b, e), n_units units, n_row entries at o; desc: reversed).
-__device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& ur, const std::int32_t* __restrict__ cols,
-                                         std::int32_t b, std::int32_t e, std::int32_t n_units, std::int32_t n_row,
+__device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& ur,
+                                         const std::int32_t* __restrict__ cols, std::int32_t b, std::int32_t e,
+                                         std::int32_t n_units, std::int32_t n_row,
                                          std::int64_t o, int desc, std::int32_t* __restrict__ kv_tile,
                                          std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather) {
   const int lane = threadIdx.x % 32;
@@ -148,9 +149,10 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
 // one look-back for the CTA's total, then the rows are written.
 template <bool kLookBack>
 __global__ void __launch_bounds__(kThreads, 4)
-    rows_stream_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets, const std::int32_t* __restrict__ cols,
-                       std::int32_t* __restrict__ tile_offsets, LookBackState lb, std::int32_t* __restrict__ kv_tile,
-                       std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather, int desc) {
+    rows_stream_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
+                       const std::int32_t* __restrict__ cols, std::int32_t* __restrict__ tile_offsets, LookBackState lb,
+                       std::int32_t* __restrict__ kv_tile, std::uint64_t* __restrict__ member,
+                       std::int32_t* __restrict__ gather, int desc) {
   __shared__ std::int32_t row_b[kRowsPerCta], row_e[kRowsPerCta], row_units[kRowsPerCta], row_entries[kRowsPerCta];
   __shared__ std::int32_t row_first[kRowsPerCta];  // kLookBack: the row's first entry
   __shared__ std::int32_t cta_ticket, cta_last;
