@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "families_option.hpp"
+#include "seed_option.hpp"
 #include "write_file.hpp"
 #include "tessera/error.hpp"
 #include "tessera_corpus/case_stats.hpp"

@@ -11,11 +11,11 @@
 #include <map>
 #include <algorithm>
 #include <cstdlib>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "families_option.hpp"
+#include "seed_option.hpp"
 #include "write_file.hpp"
 #include "cuda/check.cuh"
 #include "gpu_case.hpp"
@@ -65,9 +65,6 @@ void check_sta_table_first(const corpus::CorpusOptions& opt) {
   if (std::find(fams.begin(), fams.end(), "STA-real") == fams.end()) return;
   const std::string path = corpus::default_sta_table_path();
   const char* from = std::getenv("TESSERA_STA_TABLE") ? " (from TESSERA_STA_TABLE)" : "";
-  std::error_code ec;
-  if (!path.empty() && std::filesystem::is_directory(path, ec))
-    throw Error(ErrorCode::kIoError, "sta_table", fmt::format("'{}'{} is a directory, not the STA table", path, from));
   try {
     corpus::check_inputs(opt);
   } catch (const Error& e) {
@@ -86,12 +83,7 @@ double geomean(const std::vector<double>& v) {
   return std::exp(s / static_cast<double>(v.size()));
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
+/// The element at rank floor(p * n) of the sorted values (p = 0.5: the median, upper one for even n); NaN if none.
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
@@ -113,7 +105,7 @@ double median_request_ms(Runtime& rt, const AttentionRequest& request, const Run
     ms.push_back(ms_since(t0));
     if (infos) infos->push_back(rt.last_dispatch());
   }
-  return median(ms);
+  return percentile(ms, 0.5);
 }
 
 bool split_and_traversal_for_regret(const std::string& id) {
@@ -196,7 +188,7 @@ int run_gpu(const RunArgs& a) {
               {"heads", c.mask.heads},         {"block_q", c.meta.block_q},    {"block_kv", c.meta.block_kv},
               {"density", info.stats.density}, {"plan", info.plan_id},         {"regime", info.regime},
               {"source_of_plan", info.source}, {"kernel_ms", kernel_ms},       {"cold_request_ms", cold_ms}, {"first_request_ms", first_ms},
-              {"warm_request_ms", warm_ms},    {"host_dispatch_us", median(host_us)},
+              {"warm_request_ms", warm_ms},    {"host_dispatch_us", percentile(host_us, 0.5)},
               {"host_select_us", info.host_select_us}, {"tflops", g.tflops(kernel_ms)},
               {"direct_plan", direct},         {"direct_kernel_ms", direct_kernel_ms},
               {"direct_cold_request_ms", direct_cold_ms}, {"best_plan", best_plan}, {"best_kernel_ms", best_ms},

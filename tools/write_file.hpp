@@ -5,8 +5,6 @@
 #include <fmt/core.h>
 
 #include <cerrno>
-#include <charconv>
-#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -39,19 +37,6 @@ inline void check_not_input(const std::string& out, const std::string& in, const
   if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(out, in, ec))
     throw Error(ErrorCode::kInvalidArgument, out_option,
                 fmt::format("'{}' is the {} file: writing it would overwrite the input", out, in_option));
-}
-
-/// Parses a seed given on the command line: a decimal integer in 0 .. 2^64 - 1, nothing else (no sign, no
-/// saturation of larger values). Throws Error(kInvalidArgument, option).
-inline std::uint64_t parse_seed(const std::string& text, const char* option) {
-  std::uint64_t v = 0;
-  const char* b = text.data();
-  const char* e = b + text.size();
-  const auto [p, ec] = std::from_chars(b, e, v);
-  if (text.empty() || ec != std::errc() || p != e)
-    throw Error(ErrorCode::kInvalidArgument, option,
-                fmt::format("'{}' is not an integer in 0 .. 18446744073709551615", text));
-  return v;
 }
 
 /// Writes `text` to `path` (truncating). Throws Error(kIoError, option, "cannot write '<path>': <reason>") when the

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 #include "core/mask_checks.hpp"
 #include "tessera/error.hpp"
@@ -25,6 +26,19 @@ const char* device_name(Device d) { return d == Device::kCpu ? "cpu" : "cuda"; }
 bool is_attention_dtype(DType t) { return t == DType::kBFloat16 || t == DType::kFloat16; }
 bool is_reference_dtype(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
 
+/// Largest element offset a view reaches: the sum over dimensions of extent > 1 of (extent - 1) * stride (strides
+/// of those dimensions positive); std::nullopt when it overflows 64 bits.
+std::optional<std::int64_t> max_element_offset(const TensorView& t) {
+  std::int64_t max_offset = 0;
+  for (int d = 0; d < t.rank; ++d) {
+    std::int64_t span = 0;
+    if (t.shape[d] > 1 && (__builtin_mul_overflow(t.shape[d] - 1, t.stride[d], &span) ||
+                           __builtin_add_overflow(max_offset, span, &max_offset)))
+      return std::nullopt;
+  }
+  return max_offset;
+}
+
 /// Rank, extents, strides and addressability of a [B, N, H, D] tensor.
 void check_bnhd(const TensorView& t, const std::string& name) {
   if (t.data == nullptr) fail(name, "data pointer is null (tensor not given)");
@@ -41,18 +55,15 @@ void check_bnhd(const TensorView& t, const std::string& name) {
     fail(name + ".stride", fmt::format("the head dimension must be contiguous (stride[3] == 1), got strides {}",
                                        shape_string(t.stride.data(), 4)));
   }
-  std::int64_t max_offset = 0;
   for (int d = 0; d < 4; ++d) {
     if (t.shape[d] > 1 && t.stride[d] <= 0) {
       fail(name + ".stride", fmt::format("stride[{}] = {} must be positive for a dimension of extent {} (strides {})",
                                          d, t.stride[d], t.shape[d], shape_string(t.stride.data(), 4)));
     }
-    std::int64_t span = 0;
-    if (t.shape[d] > 1 && (__builtin_mul_overflow(t.shape[d] - 1, t.stride[d], &span) ||
-                           __builtin_add_overflow(max_offset, span, &max_offset))) {
-      fail(name + ".stride", fmt::format("element offsets of shape {} with strides {} overflow 64 bits",
-                                         shape_string(t.shape.data(), 4), shape_string(t.stride.data(), 4)));
-    }
+  }
+  if (!max_element_offset(t)) {
+    fail(name + ".stride", fmt::format("element offsets of shape {} with strides {} overflow 64 bits",
+                                       shape_string(t.shape.data(), 4), shape_string(t.stride.data(), 4)));
   }
 }
 
@@ -161,21 +172,12 @@ struct ByteExtent {
 
 ByteExtent byte_extent(const TensorView& t) {
   const auto size = static_cast<std::uint64_t>(dtype_size(t.dtype));
-  std::uint64_t last = 0;  // largest element offset
-  bool saturated = false;
-  for (int d = 0; d < t.rank; ++d) {
-    std::uint64_t span = 0;
-    if (t.shape[d] > 1 &&
-        (__builtin_mul_overflow(static_cast<std::uint64_t>(t.shape[d] - 1), static_cast<std::uint64_t>(t.stride[d]),
-                                &span) ||
-         __builtin_add_overflow(last, span, &last)))
-      saturated = true;
-  }
+  const std::optional<std::int64_t> last = max_element_offset(t);
   ByteExtent e;
   e.lo = reinterpret_cast<std::uintptr_t>(t.data);
   std::uint64_t bytes = 0;
-  if (saturated || __builtin_mul_overflow(last, size, &bytes) || __builtin_add_overflow(bytes, size - 1, &bytes) ||
-      __builtin_add_overflow(e.lo, bytes, &e.hi))
+  if (!last || __builtin_mul_overflow(static_cast<std::uint64_t>(*last), size, &bytes) ||
+      __builtin_add_overflow(bytes, size - 1, &bytes) || __builtin_add_overflow(e.lo, bytes, &e.hi))
     e.hi = std::numeric_limits<std::uintptr_t>::max();
   return e;
 }
