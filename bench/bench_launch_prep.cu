@@ -5,8 +5,9 @@
 // busy, so host launch gaps drop out), and idle_us right after a host synchronisation (idle clock possible, launch
 // gaps included). Plus the host wall time of the whole call (enqueue + totals copy + sync). The warm samples also
 // split the GPU time at an event between the tile-row builders (rows_us, with the buffers' growth and memsets)
-// and the work-item builders (items_us).
-// Usage: bench_launch_prep [--runs N] [--heads H] [--density D] [--plan SUBSTR] [--out DIR]
+// and the work-item builders (items_us). Preparation runs as the Runtime runs it (implicit_items = true: unsplit,
+// non-persistent plans build no work-item list, items_us ~ 0); --explicit-items builds the list for every plan.
+// Usage: bench_launch_prep [--runs N] [--heads H] [--density D] [--plan SUBSTR] [--explicit-items] [--out DIR]
 //   (writes DIR/launch_prep.json). --runs below 50 is for profilers (ncu); --plan keeps the plans whose id
 //   contains SUBSTR.
 #include <cuda_runtime.h>
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
   std::int64_t heads = 40;
   double density = 0.10;
   std::string out_dir, plan_filter;
+  bool implicit_items = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -78,8 +80,10 @@ int main(int argc, char** argv) {
     else if (a == "--density") density = std::stod(next());
     else if (a == "--out") out_dir = next();
     else if (a == "--plan") plan_filter = next();
+    else if (a == "--explicit-items") implicit_items = false;
     else {
-      std::fprintf(stderr, "usage: bench_launch_prep [--runs N] [--heads H] [--density D] [--plan SUBSTR] [--out DIR]\n");
+      std::fprintf(stderr, "usage: bench_launch_prep [--runs N] [--heads H] [--density D] [--plan SUBSTR] "
+                           "[--explicit-items] [--out DIR]\n");
       return 2;
     }
   }
@@ -119,7 +123,10 @@ int main(int argc, char** argv) {
   for (const std::string& id : ids) {
     const Plan plan = parse_plan_id(id);
     DeviceTileMetadata md;
-    for (int w = 0; w < 3; ++w) prepare_plan_gpu(plan, dm, pr, s, md);  // allocations happen here
+    for (int w = 0; w < 3; ++w) {  // allocations happen here
+      enqueue_prepare_plan_gpu(plan, dm, pr, s, md, implicit_items);
+      finish_prepare_plan_gpu(md, s);
+    }
     // busy = true: a 300 us busy kernel precedes every sample (the GPU is warm, as after a GEMM); false: the
     // preparation runs alone after a host synchronisation (the GPU may sit at its idle clock).
     // Busy samples also record an event between the tile-row and the work-item builders (rows_us, items_us).
@@ -129,9 +136,10 @@ int main(int argc, char** argv) {
       md.rows_done_event = busy ? em : nullptr;
       const auto t0 = std::chrono::steady_clock::now();
       TESSERA_CUDA_CHECK(cudaEventRecord(e0, stream));
-      enqueue_prepare_plan_gpu(plan, dm, pr, s, md);
+      enqueue_prepare_plan_gpu(plan, dm, pr, s, md, implicit_items);
       TESSERA_CUDA_CHECK(cudaEventRecord(e1, stream));
-      finish_prepare_plan_gpu(md, s);
+      finish_prepare_plan_gpu(md, s);  // no synchronization for a zero-copy plan with implicit items
+      TESSERA_CUDA_CHECK(cudaEventSynchronize(e1));
       const auto t1 = std::chrono::steady_clock::now();
       float ms = 0;
       TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
@@ -156,7 +164,8 @@ int main(int argc, char** argv) {
     results.push_back({{"plan", id}, {"gpu_us_median", g}, {"rows_us_median", gr}, {"items_us_median", gt},
                        {"gpu_us_median_after_idle", gi},
                        {"wall_us_median", w}, {"entries", md.n_entries},
-                       {"items", md.n_items}, {"partials", md.n_partials}, {"runs", runs},
+                       {"items", md.n_items}, {"implicit_items", md.implicit_items}, {"partials", md.n_partials},
+                       {"runs", runs},
                        {"metadata_bytes_bound", md.bounds.metadata_bytes}});
   }
   if (!out_dir.empty()) {

@@ -11,7 +11,7 @@ void build_work_items_cpu(const prep::PrepParams& p, HostTileMetadata& out) {
   std::int32_t slots = 0;
   const std::int64_t q_tiles = p.q_tiles();
   for (std::int64_t q = 0; q < q_tiles; ++q) {
-    const prep::QueryTile qt = prep::query_tile(p, q);
+    const QueryTile qt = prep::query_tile(p, q);
     const std::int32_t begin = out.tile_row_offsets[qt.tile_row];
     const std::int32_t n_e = out.tile_row_offsets[qt.tile_row + 1] - begin;
     const std::int32_t k = prep::partitions(p, n_e);

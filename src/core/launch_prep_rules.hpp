@@ -19,13 +19,9 @@
 // (packed).
 #include <cstdint>
 
+#include "core/hd.hpp"
+#include "core/query_tiles.hpp"
 #include "core/tile_metadata.hpp"
-
-#if defined(__CUDACC__)
-#define TESSERA_HD __host__ __device__
-#else
-#define TESSERA_HD
-#endif
 
 namespace tessera::prep {
 
@@ -52,6 +48,18 @@ struct PrepParams {
 
   TESSERA_HD std::int64_t tile_rows() const { return mask_batch * mask_heads * rows_per_head; }
   TESSERA_HD std::int64_t q_tiles() const { return batch * heads_q * q_tiles_per_head; }
+  TESSERA_HD QueryTileGeometry query_geometry() const {
+    QueryTileGeometry g;
+    g.q_tiles_per_head = q_tiles_per_head;
+    g.heads_q = heads_q;
+    g.mask_batch = mask_batch;
+    g.mask_heads = mask_heads;
+    g.r_q = r_q;
+    g.tile_q = tile_q;
+    g.n_q = n_q;
+    g.rows_per_head = rows_per_head;
+    return g;
+  }
 };
 
 /// Builds tile row `row` in ascending order from the mask CSR. Writes kv_tile / member / gather (each may be null:
@@ -274,28 +282,9 @@ TESSERA_HD inline void reorder_tile_row(const PrepParams& p, std::int32_t n, con
   }
 }
 
-/// A query tile: (b, h, qt) in launch order index q = (b * H_q + h) * q_tiles_per_head + qt.
-struct QueryTile {
-  std::int32_t batch, head, q_start, q_len, tile_row;
-};
-
-/// Decodes query tile q and finds its tile row (broadcast mask extents; Refined-Q reuses the logical row).
+/// Decodes query tile q of plan `p` (core/query_tiles.hpp).
 TESSERA_HD inline QueryTile query_tile(const PrepParams& p, std::int64_t q) {
-  const std::int64_t qt = q % p.q_tiles_per_head;
-  const std::int64_t bh = q / p.q_tiles_per_head;
-  const std::int64_t h = bh % p.heads_q;
-  const std::int64_t b = bh / p.heads_q;
-  const std::int64_t bm = p.mask_batch == 1 ? 0 : b;
-  const std::int64_t hm = p.mask_heads == 1 ? 0 : h;
-  const std::int64_t t = qt / p.r_q;  // Direct / Coarsened: qt itself; Refined-Q: the logical row
-  QueryTile r;
-  r.batch = static_cast<std::int32_t>(b);
-  r.head = static_cast<std::int32_t>(h);
-  r.q_start = static_cast<std::int32_t>(qt * p.tile_q);
-  const std::int64_t rest = p.n_q - qt * p.tile_q;
-  r.q_len = static_cast<std::int32_t>(rest < p.tile_q ? rest : p.tile_q);
-  r.tile_row = static_cast<std::int32_t>((bm * p.mask_heads + hm) * p.rows_per_head + t);
-  return r;
+  return ::tessera::query_tile(p.query_geometry(), q);
 }
 
 /// Number of work items (= partitions) of a query tile with n_e entries: max(1, min(split, n_e)).

@@ -41,10 +41,28 @@ struct WorkItem {
 };
 static_assert(sizeof(WorkItem) == 32);
 
+/// How query tiles are numbered and find their tile rows: query tile q = (b * H_q + h) * q_tiles_per_head + qt
+/// (core/query_tiles.hpp decodes it). Filled by launch preparation; used by kernels for implicit work items.
+struct QueryTileGeometry {
+  std::int64_t q_tiles_per_head = 0;  ///< ceil(N_q / T_Q)
+  std::int64_t heads_q = 1;           ///< H_q
+  std::int64_t mask_batch = 1;        ///< B_m (1: the mask is broadcast over the batch)
+  std::int64_t mask_heads = 1;        ///< H_m (1: broadcast over the heads)
+  std::int64_t r_q = 1;               ///< Refined-Q factor: r_q query tiles share one logical tile row
+  std::int64_t tile_q = 0;            ///< T_Q (tokens)
+  std::int64_t n_q = 0;               ///< N_q (tokens)
+  std::int64_t rows_per_head = 0;     ///< tile rows per mask head
+};
+
 /// Device (or host) pointers to one prepared plan's metadata. Arrays a mapping does not need are null.
 struct TileMetadataView {
   const WorkItem* items = nullptr;           ///< [n_items], in launch order (the grouping / ordering is the plan's)
   std::int32_t n_items = 0;
+  /// Implicit work items (items == nullptr, n_items = query tiles): an unsplit, non-persistent plan's item q is
+  /// query tile q over its whole tile row, which kernels compute (unsplit_item in core/query_tiles.hpp) from this
+  /// geometry and tile_row_offsets instead of reading a list. Valid when implicit_items != 0.
+  std::int32_t implicit_items = 0;
+  QueryTileGeometry query_geometry;
   const std::int32_t* kv_tile = nullptr;     ///< [n_entries] span tile index (span forms)
   const std::uint64_t* member = nullptr;     ///< [n_entries] membership bits, or null = all active
   const std::int32_t* gather_blocks = nullptr;  ///< [n_entries * c_kv] packed KV logical block indices, or null

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/query_tiles.hpp"
 #include "cuda/check.cuh"
 #include "cuda/launch_prep_gpu.hpp"
 #include "cuda/launch_prep_kernels.cuh"
@@ -26,8 +27,10 @@ void download(std::vector<T>& dst, const void* src, std::int64_t n, cudaStream_t
 
 TileMetadataView DeviceTileMetadata::view() const noexcept {
   TileMetadataView v;
-  v.items = items.as<const WorkItem>();
+  v.items = implicit_items ? nullptr : items.as<const WorkItem>();
   v.n_items = n_items;
+  v.implicit_items = implicit_items ? 1 : 0;
+  v.query_geometry = params.query_geometry();
   v.kv_tile = kv_tile_ptr;
   v.member = params.membership ? member.as<const std::uint64_t>() : nullptr;
   v.gather_blocks = params.pack ? gather_blocks.as<const std::int32_t>() : nullptr;
@@ -50,7 +53,7 @@ TileMetadataView DeviceTileMetadata::view() const noexcept {
 }
 
 void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, const PrepProblem& problem,
-                              Stream stream, DeviceTileMetadata& out) {
+                              Stream stream, DeviceTileMetadata& out, bool implicit_items) {
   const prep::PrepParams p = make_prep_params(plan, mask.shape, problem);
   const cudaStream_t s = cu(stream);
   out.params = p;
@@ -65,6 +68,9 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
   const auto* mask_cols = mask.col_indices.as<const std::int32_t>();
   // Direct KV on logical rows in ascending order: the tile rows are mu(M)'s CSR (zero copy).
   const bool zero_copy = p.c_q == 1 && p.c_kv == 1 && p.r_kv == 1 && !p.pack && p.traversal == 0;
+  out.zero_copy = zero_copy;
+  out.mask_nnz = mask.nnz;
+  out.implicit_items = implicit_items && p.split == 1 && !plan.org.persistent && plan.org.group == 1;
 
   grow(out.items, bd.items * static_cast<std::int64_t>(sizeof(WorkItem)));
   grow(out.merge_offsets, (bd.merges + 1) * 4);
@@ -112,6 +118,7 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
   }
   if (out.rows_done_event)
     TESSERA_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(out.rows_done_event), s));
+  if (out.implicit_items) return;  // the kernels compute the items (unsplit_item)
   prep::ItemBuffers ib{out.row_offsets_ptr, out.items.as<WorkItem>(), out.merge_offsets.as<std::int32_t>(),
                        out.merge_targets.as<WorkItem>(), out.lookback.as<std::uint64_t>(),
                        out.keys.as<std::uint32_t>(), out.keys_alt.as<std::uint32_t>(),
@@ -123,13 +130,27 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
 void finish_prepare_plan_gpu(DeviceTileMetadata& out, Stream stream) {
   const cudaStream_t s = cu(stream);
   const PrepBounds& bd = out.bounds;
-  std::int32_t totals[4];
-  TESSERA_CUDA_CHECK(cudaMemcpyAsync(totals, out.totals.data(), sizeof(totals), cudaMemcpyDeviceToHost, s));
-  TESSERA_CUDA_CHECK(cudaStreamSynchronize(s));
-  out.n_entries = totals[0];
-  out.n_items = totals[1];
-  out.n_partials = totals[2];
-  out.n_merge = totals[3];
+  if (out.implicit_items) {  // unsplit: one item per query tile; only the entry count is on the device
+    out.n_items = static_cast<std::int32_t>(out.params.q_tiles());
+    out.n_partials = out.n_merge = 0;
+    if (out.zero_copy) {
+      out.n_entries = out.mask_nnz;
+    } else {
+      std::int32_t entries = 0;
+      TESSERA_CUDA_CHECK(cudaMemcpyAsync(&entries, out.row_offsets_ptr + out.params.tile_rows(), sizeof(entries),
+                                         cudaMemcpyDeviceToHost, s));
+      TESSERA_CUDA_CHECK(cudaStreamSynchronize(s));
+      out.n_entries = entries;
+    }
+  } else {
+    std::int32_t totals[4];
+    TESSERA_CUDA_CHECK(cudaMemcpyAsync(totals, out.totals.data(), sizeof(totals), cudaMemcpyDeviceToHost, s));
+    TESSERA_CUDA_CHECK(cudaStreamSynchronize(s));
+    out.n_entries = totals[0];
+    out.n_items = totals[1];
+    out.n_partials = totals[2];
+    out.n_merge = totals[3];
+  }
   if (out.n_entries > bd.entries || out.n_items > bd.items)
     throw Error(ErrorCode::kInternal, "metadata", "launch preparation exceeded its size bounds");
 }
@@ -149,10 +170,19 @@ HostTileMetadata download_tile_metadata(const DeviceTileMetadata& md, Stream str
   if (!p.pack) download(h.kv_tile, md.kv_tile_ptr, md.n_entries, s);
   if (p.membership) download(h.member, md.member.data(), md.n_entries, s);
   if (p.pack) download(h.gather_blocks, md.gather_blocks.data(), md.n_entries * p.pack, s);
-  download(h.items, md.items.data(), md.n_items, s);
-  download(h.merge_offsets, md.merge_offsets.data(), md.n_merge + 1, s);
-  download(h.merge_targets, md.merge_targets.data(), md.n_merge, s);
+  if (md.implicit_items) {  // what the kernels compute: unsplit items from the tile-row offsets (below)
+    h.merge_offsets = {0};
+  } else {
+    download(h.items, md.items.data(), md.n_items, s);
+    download(h.merge_offsets, md.merge_offsets.data(), md.n_merge + 1, s);
+    download(h.merge_targets, md.merge_targets.data(), md.n_merge, s);
+  }
   TESSERA_CUDA_CHECK(cudaStreamSynchronize(s));
+  if (md.implicit_items) {
+    h.items.resize(static_cast<std::size_t>(md.n_items));
+    const QueryTileGeometry g = p.query_geometry();
+    for (std::int32_t q = 0; q < md.n_items; ++q) h.items[q] = unsplit_item(g, h.tile_row_offsets.data(), q);
+  }
   h.n_partials = md.n_partials;
   h.sub_q = md.sub_q;
   h.sub_kv = md.sub_kv;

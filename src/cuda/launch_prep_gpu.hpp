@@ -28,6 +28,11 @@ struct DeviceTileMetadata {
   std::int32_t n_items = 0, n_merge = 0, n_partials = 0;
   std::int32_t sub_q = 0, sub_kv = 0, block_kv = 0, items_per_cta = 1, persistent = 0;
   PrepBounds bounds;
+  /// Implicit work items (TileMetadataView::implicit_items): the work-item builder did not run and `items` is not
+  /// written; the kernel computes item q from the query-tile geometry. Set by enqueue_prepare_plan_gpu.
+  bool implicit_items = false;
+  bool zero_copy = false;     ///< tile rows are mu(M)'s own CSR (c_q == 1, Direct KV, ascending)
+  std::int64_t mask_nnz = 0;  ///< active blocks of mu(M) (n_entries of a zero-copy plan)
   /// Benchmarks only: when set (a cudaEvent_t), enqueue_prepare_plan_gpu() records it on the stream between the
   /// tile-row builders and the work-item builders, so their GPU times can be told apart. Null: nothing recorded.
   void* rows_done_event = nullptr;
@@ -44,8 +49,12 @@ void prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, const PrepP
 
 /// The two halves of prepare_plan_gpu(): enqueue the builders on `stream` (no synchronization; the totals stay in
 /// device memory, so this part is capturable in a CUDA graph), then copy the totals back and synchronize.
+/// implicit_items: for an unsplit, non-persistent plan with one item per CTA (split 1, g1), skip the work-item
+/// builder (one launch less) and let the kernels compute each item (TileMetadataView::implicit_items); the items
+/// array is then not written, so download_tile_metadata() has no items. Other plans ignore it. The finish then
+/// copies back only the entry count, and nothing at all for a zero-copy plan (no synchronization).
 void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, const PrepProblem& problem,
-                              Stream stream, DeviceTileMetadata& out);
+                              Stream stream, DeviceTileMetadata& out, bool implicit_items = false);
 void finish_prepare_plan_gpu(DeviceTileMetadata& out, Stream stream);
 
 /// Copies prepared device metadata into host memory (tests, tools). Synchronizes `stream`.

@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(kThreads)
                              WorkItem* __restrict__ merge_targets, std::int32_t* __restrict__ totals) {
   using BlockScan = cub::BlockScan<std::uint64_t, kThreads>;
   __shared__ typename BlockScan::TempStorage scan_storage;
-  __shared__ std::int32_t cta_ticket, cta_last;
+  __shared__ std::int32_t cta_ticket;
   __shared__ std::uint64_t cta_before;
   const std::int32_t n = static_cast<std::int32_t>(p.q_tiles());
   const std::int32_t tile = detail::lookback_ticket(lb, cta_ticket);
@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(kThreads)
     if (threadIdx.x == 0) cta_before = before;
   }
   __syncthreads();
-  detail::lookback_finish(lb, static_cast<std::int32_t>(gridDim.x), cta_last);
+  if (threadIdx.x < 32) detail::lookback_finish_warp(lb, static_cast<std::int32_t>(gridDim.x));  // the rest go on
   if (q >= n) return;
   const std::uint64_t before = cta_before + in_cta;
   if (q == 0) merge_offsets[0] = 0;

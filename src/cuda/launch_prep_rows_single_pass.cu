@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasSpan)
   extern __shared__ std::uint32_t bitmaps[];  // [kWarps][c_q][words]
   __shared__ std::int32_t bounds[kWarps][kMaxMappingFactor + 1];
   __shared__ std::int32_t row_entries[kWarps];
-  __shared__ std::int32_t cta_ticket, cta_base, cta_last;
+  __shared__ std::int32_t cta_ticket, cta_base;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const std::int32_t rows = static_cast<std::int32_t>(p.tile_rows());
@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasSpan)
       tile_offsets[row] = static_cast<std::int32_t>(o);
       if (row == rows - 1) tile_offsets[rows] = static_cast<std::int32_t>(o + n_row);
     }
-    lookback_finish(lb, static_cast<std::int32_t>(gridDim.x), cta_last);
+    if (warp == 0) lookback_finish_warp(lb, static_cast<std::int32_t>(gridDim.x));  // the other warps go on
   } else if (has_row) {
     o = row_offsets[row];  // tile rows are mu(M)'s rows (tile_offsets is unused)
   }

@@ -49,10 +49,12 @@ __device__ __forceinline__ int warp_owner_lane(std::int32_t excl, std::int32_t e
 
 // OR of `bits` over the run of consecutive lanes from this one on that share `key`, for runs of at most `span`
 // lanes (span a power of two <= 32): on return a run's first lane holds the OR of the whole run. All lanes.
-__device__ __forceinline__ std::uint64_t warp_segmented_or_down(std::uint64_t bits, std::int32_t key, int span) {
+// Bits: std::uint32_t or std::uint64_t.
+template <class Bits>
+__device__ __forceinline__ Bits warp_segmented_or_down(Bits bits, std::int32_t key, int span) {
   const int lane = threadIdx.x % 32;
   for (int off = 1; off < span; off <<= 1) {
-    const std::uint64_t ob = __shfl_down_sync(kFull, bits, off);
+    const Bits ob = __shfl_down_sync(kFull, bits, off);
     const std::int32_t ok = __shfl_down_sync(kFull, key, off);
     if (lane + off < 32 && ok == key) bits |= ob;
   }

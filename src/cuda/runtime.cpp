@@ -230,10 +230,10 @@ void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptio
     info.host_select_us = us_between(ts, Clock::now());
 
     const auto tp = Clock::now();
-    enqueue_prepare_plan_gpu(m.plan, m.mask_state, prep_problem(shape), stream, m.metadata);
+    enqueue_prepare_plan_gpu(m.plan, m.mask_state, prep_problem(shape), stream, m.metadata, /*implicit_items=*/true);
     const auto tf = Clock::now();
     info.host_prepare_us = us_between(tp, tf);
-    finish_prepare_plan_gpu(m.metadata, stream);  // copies four totals back: one synchronization
+    finish_prepare_plan_gpu(m.metadata, stream);  // totals back: one synchronization (none for zero copy + implicit)
     waited_us += us_between(tf, Clock::now());
   }
 

@@ -80,7 +80,17 @@ void validate_attention(const CompiledEntry& e, KvVariant variant, const Attenti
   if (p.h_q <= 0 || p.h_kv <= 0 || p.h_q % p.h_kv != 0) bad("k.shape[2]", "H_q must be a positive multiple of H_kv");
   if (!(p.scale > 0.f)) bad("scale", "must be positive");
   check_ratio(p.block_q, e.tile_q, "geometry.block_q");
-  if (p.meta.items == nullptr && p.meta.n_items > 0) bad("meta.items", "null with n_items > 0");
+  if (p.meta.implicit_items) {
+    const QueryTileGeometry& g = p.meta.query_geometry;
+    if (p.meta.tile_row_offsets == nullptr) bad("meta.tile_row_offsets", "null with implicit work items");
+    if (g.q_tiles_per_head <= 0 || g.heads_q <= 0 || g.r_q <= 0 || g.tile_q <= 0)
+      bad("meta.query_geometry", "not set for implicit work items");
+    if (p.meta.n_items != g.q_tiles_per_head * g.heads_q * p.batch)
+      bad("meta.n_items", "implicit work items are one per query tile");
+    if (p.meta.n_merge != 0) bad("meta.n_merge", "implicit work items are unsplit (no merge)");
+  } else if (p.meta.items == nullptr && p.meta.n_items > 0) {
+    bad("meta.items", "null with n_items > 0");
+  }
   if (p.meta.n_items < 0) bad("meta.n_items", "negative");
   switch (variant) {
     case KvVariant::kSpan:

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "core/launch_prep.hpp"
+#include "core/query_tiles.hpp"
 #include "plan_test_util.hpp"
 #include "tessera/error.hpp"
 #include "tessera/geometry.hpp"
@@ -169,6 +170,38 @@ TEST(LaunchPrepCpu, BroadcastAndGqaWorkItems) {
   check_tile_metadata(md);
   EXPECT_EQ(md.items.size(), 16u);
   for (const WorkItem& w : md.items) EXPECT_EQ(w.tile_row, w.q_start / 16);
+}
+
+// Implicit work items (what the kernels compute for an unsplit plan, core/query_tiles.hpp) equal the items the
+// CPU twin writes, for every Q mapping, broadcast / GQA extents and ragged token counts.
+TEST(LaunchPrepCpu, ImplicitUnsplitItemsEqualTheBuiltItems) {
+  std::mt19937_64 g(0x1a7e);
+  int checked = 0;
+  for (int iter = 0; iter < 60; ++iter) {
+    const std::int64_t batch = 1 + static_cast<std::int64_t>(g() % 2), hkv = 1 + static_cast<std::int64_t>(g() % 2);
+    const std::int64_t hq = hkv * (1 + static_cast<std::int64_t>(g() % 3));
+    const std::int64_t nq = 1 + static_cast<std::int64_t>(g() % 700), nkv = 1 + static_cast<std::int64_t>(g() % 700);
+    const PrepProblem pr{batch, hq, hkv, nq, nkv, 64};
+    const std::int64_t bm = g() % 2 ? batch : 1, hm = g() % 2 ? hq : 1;
+    const auto m = plan_testing::random_mask(bm, hm, num_blocks(nq, 64), num_blocks(nkv, 64), 0.3, g());
+    for (const char* q : {"q64d", "q64c2", "q64c4", "q64r2", "q64r4"})
+      for (const char* kv : {"kv64d", "kv64c2", "kv64p2", "kv64r2"}) {
+        const Plan plan = plan_of(q, kv, iter % 2 ? "g1.tasc.split1" : "g1.tdesc.split1");
+        const auto md = prepare_plan_cpu(plan, host_mask_state(m), pr);
+        const QueryTileGeometry geo = md.params.query_geometry();
+        ASSERT_EQ(static_cast<std::int64_t>(md.items.size()), md.params.q_tiles());
+        for (std::size_t i = 0; i < md.items.size(); ++i) {
+          const WorkItem a = unsplit_item(geo, md.tile_row_offsets.data(), static_cast<std::int64_t>(i));
+          const WorkItem& b = md.items[i];
+          ASSERT_TRUE(a.batch == b.batch && a.head == b.head && a.q_start == b.q_start && a.q_len == b.q_len &&
+                      a.entry_begin == b.entry_begin && a.entry_end == b.entry_end && a.tile_row == b.tile_row &&
+                      a.partial == b.partial)
+              << plan_id(plan) << " item " << i;
+          ++checked;
+        }
+      }
+  }
+  EXPECT_GT(checked, 10000);
 }
 
 TEST(LaunchPrepCpu, BoundsCoverActualSizes) {

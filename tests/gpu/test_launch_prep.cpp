@@ -104,7 +104,14 @@ TEST(LaunchPrepGpu, MatchesCpuTwinsBitForBitOnRandomMasks) {
     const DeviceMaskState dms = upload_mask_state(ms, nullptr);
     DeviceTileMetadata fresh;
     DeviceTileMetadata& dev = iter % 2 ? reused : fresh;
-    prepare_plan_gpu(plan, dms, pr, nullptr, dev);
+    // Every third request as the Runtime prepares it: unsplit plans get implicit work items (no list is built;
+    // download_tile_metadata computes them as the kernels do, from the tile-row offsets).
+    const bool implicit = iter % 3 == 0;
+    enqueue_prepare_plan_gpu(plan, dms, pr, nullptr, dev, implicit);
+    finish_prepare_plan_gpu(dev, nullptr);
+    const bool unsplit = plan.org.split == 1 && !plan.org.persistent && plan.org.group == 1;
+    ASSERT_EQ(dev.implicit_items, implicit && unsplit);
+    ASSERT_EQ(dev.view().items == nullptr, implicit && unsplit);
     const HostTileMetadata gpu = download_tile_metadata(dev, nullptr);
     ASSERT_EQ(first_difference(gpu, cpu), "");
     ASSERT_EQ(dev.view().n_items, static_cast<std::int32_t>(cpu.items.size()));

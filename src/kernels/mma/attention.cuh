@@ -7,6 +7,7 @@
 // (O, LSE) in the split-KV workspace slot WorkItem::partial; with WKV > 1 the warps' states are merged first.
 #include <cuda_runtime.h>
 
+#include "core/query_tiles.hpp"
 #include "kernels/launch.hpp"
 #include "kernels/mma/config.cuh"
 #include "kernels/mma/fragments.cuh"
@@ -55,7 +56,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) attention_kern
   int* slot_blk = reinterpret_cast<int*>(smem + Cfg::kQBytes + (S + SV) * Cfg::kKvBytes);
   int* slot_cnt = slot_blk + S * Cfg::kMaxSlots;
 
-  const WorkItem it = p.meta.items[blockIdx.x];
+  const WorkItem it = p.meta.implicit_items
+                         ? unsplit_item(p.meta.query_geometry, p.meta.tile_row_offsets, blockIdx.x)
+                         : p.meta.items[blockIdx.x];
   const int kv_head = it.head / (p.h_q / p.h_kv);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int warp_kv = warp / Cfg::WQ;

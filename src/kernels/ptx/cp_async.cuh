@@ -11,6 +11,11 @@ __device__ __forceinline__ void cp_async_16_zfill(std::uint32_t dst, const void*
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_size) : "memory");
 }
 
+/// Copies 16 bytes from global `src` to shared address `dst` (both 16-byte aligned).
+__device__ __forceinline__ void cp_async_16(std::uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
+
 /// Closes the current group of cp.async operations issued by this thread.
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 
