@@ -30,7 +30,11 @@ EligibilityRequest eligibility_request(Arch arch, const AttentionRequest& reques
 }
 
 Plan checked_forced_plan(const std::string& id, std::span<const CatalogEntry> entries, const EligibilityRequest& request) {
-  const Plan p = parse_plan_id(id);
+  return checked_forced_plan(parse_plan_id(id), id, entries, request);
+}
+
+Plan checked_forced_plan(const Plan& p, const std::string& id, std::span<const CatalogEntry> entries,
+                         const EligibilityRequest& request) {
   const CatalogEntry* e = find_plan_entry(p, entries);
   if (!e) throw Error(ErrorCode::kInvalidArgument, "plan_id", "no kernel of the catalog in use runs '" + id + "'");
   const Eligibility el = eligible(p, *e, request);

@@ -22,4 +22,9 @@ EligibilityRequest eligibility_request(Arch arch, const AttentionRequest& reques
 /// Error(kInvalidArgument, "plan_id") saying why it cannot run (unparsable, no such kernel, not eligible).
 Plan checked_forced_plan(const std::string& id, std::span<const CatalogEntry> entries, const EligibilityRequest& request);
 
+/// As above for a plan already parsed from `id` (the Runtime memoizes the parse): checks it against `entries` and
+/// `request`. Throws Error(kInvalidArgument, "plan_id") naming `id` when no kernel runs it or it is not eligible.
+Plan checked_forced_plan(const Plan& parsed, const std::string& id, std::span<const CatalogEntry> entries,
+                         const EligibilityRequest& request);
+
 }  // namespace tessera

@@ -119,23 +119,38 @@ std::optional<Plan> direct_plan(std::span<const CatalogEntry> entries, const Eli
   return all.front();
 }
 
+namespace {
+
+// Memoized parse of a ranked plan id (nullopt: unparsable).
+std::optional<Plan> parse_ranked(const std::string& id, SelectorCache* cache) {
+  if (cache) {
+    auto it = cache->parsed.find(id);
+    if (it != cache->parsed.end()) return it->second;
+  }
+  std::optional<Plan> p;
+  try {
+    p = parse_plan_id(id);
+  } catch (const Error&) {
+    // a table written by another build may name plans this build cannot parse: skipped
+  }
+  if (cache) cache->parsed.emplace(id, p);
+  return p;
+}
+
+}  // namespace
+
+void warm_selector_cache(const PlanTable& table, SelectorCache& cache) {
+  for (const auto& [key, tree] : table.trees) {
+    parse_ranked(tree.base_plan, &cache);
+    for (const auto& ranking : tree.rankings)
+      for (const std::string& id : ranking) parse_ranked(id, &cache);
+  }
+}
+
 Selection select_plan(std::span<const CatalogEntry> entries, const PlanTable* table, const EligibilityRequest& request,
                       const FeatureVector& features, SelectorCache* cache) {
   const std::string key = request_key(request).str();
-  auto parse = [&](const std::string& id) -> std::optional<Plan> {
-    if (cache) {
-      auto it = cache->parsed.find(id);
-      if (it != cache->parsed.end()) return it->second;
-    }
-    std::optional<Plan> p;
-    try {
-      p = parse_plan_id(id);
-    } catch (const Error&) {
-      // a table written by another build may name plans this build cannot parse: skipped
-    }
-    if (cache) cache->parsed.emplace(id, p);
-    return p;
-  };
+  auto parse = [&](const std::string& id) { return parse_ranked(id, cache); };
   auto try_id = [&](const std::string& id, Selection& out) -> bool {
     const std::optional<Plan> parsed = parse(id);
     if (!parsed) return false;

@@ -70,6 +70,11 @@ struct SelectorCache {
   std::unordered_map<std::string, std::optional<Plan>> defaults;  ///< request fingerprint -> default plan
 };
 
+/// Parses every plan id of `table` into `cache` once (at load), so that no request pays for parsing a ranked plan
+/// id on its first use of a regime. Ids this build cannot parse are memoized as unparsable (skipped, as
+/// select_plan does).
+void warm_selector_cache(const PlanTable& table, SelectorCache& cache);
+
 /// Selects a plan. `table` may be null (no artifact loaded); `cache` may be null (no memo). Throws
 /// Error(kUnsupported, "request") naming the key when no plan at all is eligible (no compiled kernel serves this
 /// dtype / head_dim / geometry).

@@ -162,6 +162,7 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   }
   try {
     m.table = plan_table_for_arch(text, m.arch_name_str, std::string(catalog_version()));
+    warm_selector_cache(*m.table, m.selector_cache);  // no request parses a plan id
     m.table_status = origin + " (" + m.table->catalog_version + ", " + std::to_string(m.table->trees.size()) + " keys)";
   } catch (const Error& e) {
     m.table_status = origin + " rejected, documented default plans used: " + e.message();
@@ -214,7 +215,10 @@ void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptio
 
     const auto ts = Clock::now();
     if (!options.plan_id.empty()) {
-      m.plan = checked_forced_plan(options.plan_id, m.entries, er);
+      auto parsed = m.selector_cache.parsed.find(options.plan_id);  // memoized parse of the forced id
+      if (parsed == m.selector_cache.parsed.end() || !parsed->second)
+        parsed = m.selector_cache.parsed.insert_or_assign(options.plan_id, parse_plan_id(options.plan_id)).first;
+      m.plan = checked_forced_plan(*parsed->second, options.plan_id, m.entries, er);
       info.plan_id = plan_id(m.plan);
       info.source = "forced";
       info.regime = request_key(er).str() + "/forced";

@@ -119,6 +119,19 @@ TEST(Selector, WalksTheRankingSkippingIneligiblePlans) {
   EXPECT_EQ(s.ranks_skipped, 2);
   EXPECT_EQ(s.regime, key + "/leaf0");
 
+  // A cache warmed from the table (as the Runtime does at load) holds every ranked id, the unparsable one as
+  // nullopt, and gives the same selection.
+  SelectorCache cache;
+  warm_selector_cache(table, cache);
+  EXPECT_EQ(cache.parsed.size(), 4u);
+  ASSERT_TRUE(cache.parsed.count("garbage.id"));
+  EXPECT_FALSE(cache.parsed.at("garbage.id").has_value());
+  EXPECT_EQ(cache.parsed.at(plan_id(base)), base);
+  const Selection sc = select_plan(catalog(), &table, r, kFeatures, &cache);
+  EXPECT_EQ(sc.plan, s.plan);
+  EXPECT_EQ(sc.ranks_skipped, 2);
+  EXPECT_EQ(cache.parsed.size(), 4u);  // nothing parsed on the request path
+
   table.trees[key].rankings = {{plan_id(other_dtype), plan_id(base)}};
   const Selection b = select_plan(catalog(), &table, r, kFeatures);
   EXPECT_EQ(b.source, SelectionSource::kBase);
