@@ -93,19 +93,28 @@ class Key:
         r = self.rank(idx, base)
         return sum(math.log(self.selected(i, r) / self.best[i]) for i in idx)
 
+    def splits(self, idx, min_leaf):
+        """Every split of the cases idx at a bucket edge leaving >= min_leaf cases each side: (f, v, left, right)."""
+        for f in range(self.buckets.shape[1]):
+            for v in sorted(set(self.buckets[idx, f]))[:-1]:
+                left = [i for i in idx if self.buckets[i, f] <= v]
+                right = [i for i in idx if self.buckets[i, f] > v]
+                if min(len(left), len(right)) >= min_leaf:
+                    yield f, v, left, right
+
+    def split_cost(self, side, base, depth, min_leaf):
+        """Score of one side of a candidate split (depth: what the tree may still grow below it)."""
+        return self.cost(side, base)
+
     def grow(self, idx, base, depth, min_leaf, nodes):
         me = len(nodes)
         nodes.append(None)
         best = (self.cost(idx, base) - 1e-9, -1, 0)
         if depth > 0 and len(idx) >= 2 * min_leaf:
-            for f in range(self.buckets.shape[1]):
-                for v in sorted(set(self.buckets[idx, f]))[:-1]:
-                    left = [i for i in idx if self.buckets[i, f] <= v]
-                    right = [i for i in idx if self.buckets[i, f] > v]
-                    if min(len(left), len(right)) >= min_leaf:
-                        c = self.cost(left, base) + self.cost(right, base)
-                        if c < best[0]:
-                            best = (c, f, v)
+            for f, v, left, right in self.splits(idx, min_leaf):
+                c = self.split_cost(left, base, depth - 1, min_leaf) + self.split_cost(right, base, depth - 1, min_leaf)
+                if c < best[0]:
+                    best = (c, f, v)
         _, f, v = best
         if f < 0:
             nodes[me] = ("leaf", self.rank(idx, base))
@@ -124,40 +133,51 @@ def lookup(nodes, b):
     return nodes[i][1]
 
 
-def compile_key(cases, feats, edges, min_leaf, max_depth=6, folds=5):
-    k = Key(cases, feats, edges)
+def base_plan(k, cases):
+    """Column of the key's base plan: the cases' "default" plan, else the plan valid on the most cases, then the
+    lowest geometric mean (as the compiler)."""
     base_id = next((c["default"] for c in cases if c["default"]), None)
     if base_id in k.plans:
-        base = k.plans.index(base_id)
-    else:  # valid on the most cases, then the lowest geometric mean
-        n, g = (~np.isnan(k.lat)).sum(axis=0), np.nanmean(k.log, axis=0)
-        base = min(range(len(k.plans)), key=lambda j: (-n[j], g[j]))
-    reqs = sorted({c["request"] for c in cases})
-    nf = min(folds, len(reqs))
+        return k.plans.index(base_id)
+    n, g = (~np.isnan(k.lat)).sum(axis=0), np.nanmean(k.log, axis=0)
+    return min(range(len(k.plans)), key=lambda j: (-n[j], g[j]))
+
+
+def compile_key(cases, feats, edges, min_leaf, max_depth=6, folds=5, key_class=Key, group_by_source=False,
+                deepest_tie=False, **key_options):
+    """The compiler's per-key step. Defaults reproduce `tessera compile-table`; the keyword options are the
+    variants of bench/selection_variants.py: folds=0 (one fold per group), group_by_source (folds by source, not
+    request), deepest_tie (the deepest of equally good depths), key_class/key_options (split scoring)."""
+    k = key_class(cases, feats, edges, **key_options)
+    base = base_plan(k, cases)
+    group = [c["request"].split("#")[0] if group_by_source else c["request"] for c in cases]
+    reqs = sorted(set(group))
+    nf = min(folds, len(reqs)) if folds > 0 else len(reqs)
     fold = {r: i % max(nf, 1) for i, r in enumerate(reqs)}
     depth, best = 0, math.inf
     for d in range(max_depth + 1 if nf >= 2 else 0):
         total = 0
         for f in range(nf):
-            train = [i for i, c in enumerate(cases) if fold[c["request"]] != f]
-            test = [i for i, c in enumerate(cases) if fold[c["request"]] == f]
+            train = [i for i in range(len(cases)) if fold[group[i]] != f]
+            test = [i for i in range(len(cases)) if fold[group[i]] == f]
             nodes = []
             k.grow(train, base, d, max(1, math.floor(min_leaf * len(train) / len(cases))), nodes)
             total += sum(math.log(k.selected(i, lookup(nodes, k.buckets[i])) / k.best[i]) for i in test)
-        if total / len(cases) < best - 1e-12:
-            depth, best = d, total / len(cases)
+        if total / len(cases) < best - 1e-12 or (deepest_tie and total / len(cases) <= best + 1e-12):
+            depth, best = d, min(best, total / len(cases))
     nodes = []
     k.grow(list(range(len(cases))), base, depth, min_leaf, nodes)
     return k, nodes
 
 
-def regrets(cases, feats, edges, min_leaf):
+def regrets(cases, feats, edges, min_leaf, **options):
+    """Evaluation-split regret (selected / fastest valid) per case, tables compiled per key by compile_key."""
     by_key = collections.defaultdict(list)
     for c in cases.values():
         by_key[c["key"]].append(c)
     out = []
     for key, cs in sorted(by_key.items()):
-        k, nodes = compile_key([c for c in cs if c["split"] == "profile"], feats, edges, min_leaf)
+        k, nodes = compile_key([c for c in cs if c["split"] == "profile"], feats, edges, min_leaf, **options)
         for c in cs:
             if c["split"] != "eval":
                 continue
