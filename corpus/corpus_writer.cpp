@@ -68,9 +68,12 @@ CorpusSummary write_corpus(const std::string& out, const CorpusOptions& opt, int
                              {"small", opt.small}, {"split_rule", "by (source_id, chunk): even chunk index -> "
                                                                   "profiling, odd -> evaluation; STA-real chunk = layer"},
                              {"cases", entries}};
-  std::ofstream mf(fs::path(out) / "manifest.json");
-  if (!mf) throw Error(ErrorCode::kIoError, "out", "cannot write manifest.json");
+  const std::string manifest_path = (fs::path(out) / "manifest.json").string();
+  std::ofstream mf(manifest_path);
+  if (!mf) throw Error(ErrorCode::kIoError, "out", fmt::format("cannot write '{}'", manifest_path));
   mf << manifest.dump(1) << "\n";
+  mf.close();
+  if (!mf) throw Error(ErrorCode::kIoError, "out", fmt::format("write to '{}' failed", manifest_path));
   if (log) log(fmt::format("{} cases ({} profiling, {} evaluation), {:.1f} MB of masks", s.cases, s.profiling, s.evaluation, double(s.bytes) / 1e6));
   return s;
 }

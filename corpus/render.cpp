@@ -50,7 +50,9 @@ void render_mask_png(const PackedMask& m, std::int64_t head, const std::string& 
   for (std::int64_t y = 0; y < H; ++y) png_write_row(png, &img[std::size_t(y * W)]);
   png_write_end(png, nullptr);
   png_destroy_write_struct(&png, &info);
-  std::fclose(f);
+  const bool write_failed = std::ferror(f) != 0;
+  if (std::fclose(f) != 0 || write_failed)  // buffered data reaches the file here (e.g. ENOSPC on a full disk)
+    throw Error(ErrorCode::kIoError, "path", fmt::format("write to '{}' failed", path));
 }
 
 }  // namespace tessera::corpus

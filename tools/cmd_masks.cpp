@@ -87,8 +87,15 @@ void add_masks_command(CLI::App& app) {
         throw Error(ErrorCode::kIoError, "--out",
                     fmt::format("'{}' is not empty: write the corpus to a new or empty directory", out));
     }
+    check_output_directory(out, "--out");  // e.g. /sys/corp: refused before any case is generated
     const auto t0 = std::chrono::steady_clock::now();
-    const auto s = corpus::write_corpus(out, opt, threads, [](const std::string& m) { fmt::print("{}\n", m); });
+    corpus::CorpusSummary s;
+    try {
+      s = corpus::write_corpus(out, opt, threads, [](const std::string& m) { fmt::print("{}\n", m); });
+    } catch (const Error& e) {  // the library names its parameter: name the option
+      if (e.argument() != "out") throw;
+      throw Error(e.code(), "--out", e.message());
+    }
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     fmt::print("wrote {} cases to {} in {:.1f} s\n", s.cases, out, sec);
   });
@@ -139,11 +146,17 @@ void add_masks_command(CLI::App& app) {
   rd->add_option("--max-px", rpx, "Longer side in pixels (default 512)")->check(CLI::Range(16, 8192));
   rd->callback([] {
     check_output_dir(rout, "--out");
+    check_not_input(rout, rfile, "--out", "mask");  // the PNG would replace the mask it is rendered from
     const corpus::Case c = corpus::read_mask_file(rfile);
     if (rhead >= c.mask.heads)
       throw Error(ErrorCode::kInvalidArgument, "--head",
                   fmt::format("head {} outside [0, {}) of '{}'", rhead, c.mask.heads, rfile));
-    corpus::render_mask_png(c.mask, rhead, rout, rpx);
+    try {
+      corpus::render_mask_png(c.mask, rhead, rout, rpx);
+    } catch (const Error& e) {  // the library names its parameter: name the option
+      if (e.argument() != "path") throw;
+      throw Error(e.code(), "--out", e.message());
+    }
     fmt::print("{}: {} {} head {} ({}x{} blocks) -> {}\n", rfile, c.meta.family, c.meta.source_id, rhead, c.mask.n_qb,
                c.mask.n_kvb, rout);
   });

@@ -24,6 +24,7 @@
 #include "tessera_corpus/case_choice.hpp"
 #include "tessera_corpus/family.hpp"
 #include "tessera_corpus/profile_refeature.hpp"
+#include "write_file.hpp"
 
 namespace tessera::tools {
 
@@ -45,10 +46,14 @@ bool profiled_candidate(const std::string& id) {
 }
 
 void run_profile(const ProfileArgs& a) {
-  for (const std::string& sp : a.splits)
+  std::set<std::string> seen_splits;
+  for (const std::string& sp : a.splits) {
     if (sp != "profiling" && sp != "evaluation")
       throw Error(ErrorCode::kInvalidArgument, "--splits",
                   fmt::format("unknown split '{}' (the corpus splits are 'profiling' and 'evaluation')", sp));
+    if (!seen_splits.insert(sp).second)  // its cases would be profiled twice: duplicate records in --out
+      throw Error(ErrorCode::kInvalidArgument, "--splits", fmt::format("'{}' is given more than once", sp));
+  }
   corpus::CorpusOptions opt;
   opt.families = a.families;
   // The work list first, so progress and ETA are known.
@@ -67,6 +72,7 @@ void run_profile(const ProfileArgs& a) {
     }
     return;
   }
+  check_output_dir(a.out, "--out");  // appended after each case: an unwritable path fails before any profiling
   if (cuda_device_count() == 0) throw Error(ErrorCode::kUnsupported, "device", "tessera profile needs a CUDA GPU");
   int repaired = 0;
   const std::set<std::string> done = resume_profile_file(a.out, &repaired);

@@ -39,9 +39,14 @@ std::string case_stats_line(const std::string& id, const MaskStats& s) {
 }
 
 void run_refeature(const RefeatureArgs& a) {
+  // Both outputs are checked before anything is read or written, so a bad --case-stats never leaves --out written.
   check_output_dir(a.out, "--out");
   check_not_input(a.out, a.in, "--out", "--in");
-  if (!a.case_stats.empty()) check_output_dir(a.case_stats, "--case-stats");
+  if (!a.case_stats.empty()) {
+    check_output_dir(a.case_stats, "--case-stats");
+    check_not_input(a.case_stats, a.in, "--case-stats", "--in");
+    check_distinct_outputs(a.out, a.case_stats, "--out", "--case-stats");
+  }
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<FeaturePresence> present;
   std::vector<ProfileRecord> records = read_profile_records(a.in, "", &present);
@@ -57,12 +62,10 @@ void run_refeature(const RefeatureArgs& a) {
   }
   std::string text;
   for (const ProfileRecord& r : records) text += profile_record_to_json(r) + "\n";
+  std::string lines;
+  for (const auto& [id, s] : stats) lines += case_stats_line(id, s) + "\n";
   write_text_file(a.out, text, "--out");
-  if (!a.case_stats.empty()) {
-    std::string lines;
-    for (const auto& [id, s] : stats) lines += case_stats_line(id, s) + "\n";
-    write_text_file(a.case_stats, lines, "--case-stats");
-  }
+  if (!a.case_stats.empty()) write_text_file(a.case_stats, lines, "--case-stats");
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("{} records of {} cases re-featured -> {} ({:.0f} s)\n", records.size(), cases, a.out, s);
 }

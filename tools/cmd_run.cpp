@@ -74,6 +74,15 @@ void check_sta_table_first(const corpus::CorpusOptions& opt) {
   }
 }
 
+/// Throws Error(kInvalidArgument, "--json") when STA-real is among the selected families and the report would be
+/// written over the real STA table those cases are read from (default path or $TESSERA_STA_TABLE).
+void check_json_not_sta_table(const corpus::CorpusOptions& opt, const std::string& json_path) {
+  const auto fams = corpus::selected_families(opt);
+  if (std::find(fams.begin(), fams.end(), "STA-real") == fams.end()) return;
+  const std::string table = opt.sta_table.empty() ? corpus::default_sta_table_path() : opt.sta_table;
+  if (!table.empty()) check_not_input(json_path, table, "--json", "real STA table (STA-real's input)");
+}
+
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 double geomean(const std::vector<double>& v) {
@@ -295,6 +304,7 @@ void add_run_command(CLI::App& app) {
     opt.families = a->families;
     (void)families_option(opt);
     check_output_dir(a->json_path, "--json");
+    check_json_not_sta_table(opt, a->json_path);
     check_sta_table_first(opt);
     int rc = 0;
     if (!a->cpu && cuda_device_count() > 0) {

@@ -7,7 +7,9 @@ included), profile-refeature (records of an older schema re-featured and compile
 regenerated mask; bad case ids: one message naming --in and the line), run argument checks
 (--families, --cases-per-family on the CPU path), mask files (padding bits, errors naming the path, directories,
 crafted headers: overflowing sizes, bad integers and types), masks generate/stats and profile --list argument checks
-(--seed, a non-empty --out, an STA table that is a directory),
+(--seed, a non-empty --out, an STA table that is a directory), outputs refused before any work (an output that is
+an input: masks render, profile-refeature --case-stats, run --json over the STA table; --out = --case-stats; a repeated
+profile --splits; paths on /proc or /sys, devices such as /dev/full, a directory as profile --out),
 inspect catalog / inspect plan.
 """
 import json
@@ -93,7 +95,8 @@ def compile_table(tessera, work):
     check(rc != 0 and "--arch" in se and "line 1" in se, "compile-table --arch differs from the records", so + se)
 
 
-def profile_refeature(tessera, work):
+def featureless_record(tessera):
+    """(record, case id): a profile record of a real Q64K64 corpus case with no features (an older schema)."""
     rc, so, se = run(tessera, "profile", "--list", "--families", "Q64K64", "--cases-per-split", "1")
     check(rc == 0 and so, "profile --list", so + se)
     case = so.split()[0]  # <family>/<source>/<index>
@@ -101,6 +104,11 @@ def profile_refeature(tessera, work):
     plan = "sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4"
     old = json.loads(record(key, plan, case=case, source=case.split("/")[1], role="default"))
     old["features"] = {}  # a schema older than every feature of today's: all are filled in
+    return old, case
+
+
+def profile_refeature(tessera, work):
+    old, case = featureless_record(tessera)
     path, out = os.path.join(work, "old.jsonl"), os.path.join(work, "new.jsonl")
     write(path, [json.dumps(old)])
     rc, so, se = run(tessera, "profile-refeature", "--in", path, "--out", out, "--case-stats",
@@ -288,6 +296,88 @@ def corpus_commands(tessera, work):
     check(rc == 0 and os.path.exists(os.path.join(out, "manifest.json")), "masks generate --threads 1024", so + se)
 
 
+# Paths no output may go to, even as root, and a word of the reason each is refused for.
+UNWRITABLE = {"/sys/tessera_x.json": "sysfs", "/dev/full": "not a regular file", "/proc/version": "proc filesystem"}
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def output_paths(tessera, work):
+    """Outputs that would overwrite an input or each other, or cannot be written: refused before any work, exit 2,
+    naming the option."""
+    d = os.path.join(work, "outputs")
+    os.makedirs(d)
+    mask = os.path.join(d, "m.safetensors")
+    old, _ = featureless_record(tessera)
+    records = os.path.join(d, "in.jsonl")
+
+    def fresh_inputs():  # each check on intact inputs, whatever an earlier (failed) check overwrote
+        crafted_mask(mask)
+        write(records, [json.dumps(old)])
+
+    # masks render: the PNG must not replace the mask it renders (also spelled differently).
+    fresh_inputs()
+    before = read_bytes(mask)
+    for out in (mask, os.path.join(d, ".", "m.safetensors")):
+        fresh_inputs()
+        rc, so, se = run(tessera, "masks", "render", mask, "--out", out)
+        check(rc == 2 and "--out" in se and read_bytes(mask) == before, f"masks render F --out {out}: refused",
+              so + se)
+    # profile-refeature: --case-stats is neither --in nor --out.
+    fresh_inputs()
+    before = read_bytes(records)
+    new = os.path.join(d, "rf.jsonl")
+    rc, so, se = run(tessera, "profile-refeature", "--in", records, "--out", new, "--case-stats", records)
+    check(rc == 2 and "--case-stats" in se and read_bytes(records) == before and not os.path.exists(new),
+          "profile-refeature --case-stats = --in refused, records kept", so + se)
+    for stats in (new, os.path.join(d, ".", "rf.jsonl")):
+        fresh_inputs()
+        rc, so, se = run(tessera, "profile-refeature", "--in", records, "--out", new, "--case-stats", stats)
+        check(rc == 2 and "--case-stats" in se and "--out" in se and not os.path.exists(new),
+              f"profile-refeature --out {new} --case-stats {stats} refused", so + se)
+        if os.path.exists(new):
+            os.remove(new)
+    # run --json must not replace the real STA table STA-real reads (a copy here, named by TESSERA_STA_TABLE).
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    table = os.path.join(d, "sta.json")
+    shutil.copy(os.path.join(repo, "corpus", "data", "sta_mask_strategy_hunyuan_768x1280x117.json"), table)
+    before = read_bytes(table)
+    p = subprocess.run([tessera, "run", "--cpu", "--families", "STA-real", "--json", os.path.join(d, ".", "sta.json")],
+                       capture_output=True, text=True, timeout=600, env=dict(os.environ, TESSERA_STA_TABLE=table))
+    check(p.returncode == 2 and "--json" in p.stderr and "STA table" in p.stderr and p.stdout == ""
+          and read_bytes(table) == before, "run --families STA-real --json <its STA table> refused", p.stdout + p.stderr)
+    # profile --splits: a split given twice would profile its cases twice.
+    rc, so, se = run(tessera, "profile", "--list", "--splits", "profiling", "profiling", "--families", "Q64K64")
+    check(rc == 2 and "--splits" in se and "more than once" in se and so == "", "profile --splits X X rejected",
+          so + se)
+    # profile --out: checked before any profiling (and before asking for a GPU).
+    rc, so, se = run(tessera, "profile", "--families", "Q64K64", "--out", d)
+    check(rc == 2 and "--out" in se and "directory" in se and so == "", "profile --out DIR refused first", so + se)
+    # Unwritable outputs: refused before the work, naming the option and the reason.
+    good = os.path.join(work, "good.jsonl")  # compile_table's records
+    for path, reason in UNWRITABLE.items():
+        commands = [("--json", ["run", "--cpu", "--families", "Q16K16", "--json", path]),
+                    ("--out", ["profile", "--families", "Q64K64", "--out", path]),
+                    ("--out", ["compile-table", "--in", good, "--out", path, "--min-leaf", "1"]),
+                    ("--out", ["profile-refeature", "--in", records, "--out", path]),
+                    ("--case-stats", ["profile-refeature", "--in", records, "--out", new, "--case-stats", path]),
+                    ("--out", ["masks", "render", mask, "--out", path])]
+        for option, args in commands:
+            fresh_inputs()
+            rc, so, se = run(tessera, *args)
+            check(rc == 2 and f"{option}: " in se and reason in se and so == "" and not os.path.exists(new),
+                  f"{args[0]} {option} {path}: refused before any work", so + se)
+            if os.path.exists(new):
+                os.remove(new)
+    for path, reason in (("/sys/tessera_corp", "sysfs"), ("/proc/tessera_corp/x", "proc filesystem")):
+        rc, so, se = run(tessera, "masks", "generate", "--small", "--families", "Q16K16", "--out", path)
+        check(rc == 2 and "--out: " in se and reason in se and so == "", f"masks generate --out {path} refused",
+              so + se)
+
+
 def inspect(tessera):
     rc, so, se = run(tessera, "inspect", "catalog")
     check(rc == 0 and "example plan id" in so and "inspect plan` takes a plan id" in so, "inspect catalog", so + se)
@@ -330,6 +420,7 @@ def main():
     mask_files(tessera, work)
     crafted_mask_files(tessera, work)
     corpus_commands(tessera, work)
+    output_paths(tessera, work)
     inspect(tessera)
     if FAILURES:
         print(f"{len(FAILURES)} failure(s)")
