@@ -3,12 +3,13 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <cstdio>
+#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/json_number.hpp"
 #include "tessera/error.hpp"
 
 namespace tessera::corpus {
@@ -38,6 +39,24 @@ void sta_fill_head(PackedMask& m, std::int64_t head, const LatentGrid& g, const 
   }
 }
 
+std::optional<std::array<int, 3>> parse_sta_key(std::string_view key, const std::array<int, 3>& extents) {
+  std::array<int, 3> out{};
+  std::size_t pos = 0;
+  for (int i = 0; i < 3; ++i) {
+    const std::size_t end = i < 2 ? key.find('_', pos) : key.size();
+    if (end == std::string_view::npos) return std::nullopt;
+    const std::string_view part = key.substr(pos, end - pos);
+    // Digits only (no sign, no blank), canonical (no leading zero): one spelling per entry.
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string_view::npos ||
+        (part.size() > 1 && part[0] == '0'))
+      return std::nullopt;
+    const auto [p, ec] = std::from_chars(part.data(), part.data() + part.size(), out[i]);
+    if (ec != std::errc() || p != part.data() + part.size() || out[i] >= extents[i]) return std::nullopt;
+    pos = end + 1;
+  }
+  return out;
+}
+
 StaTable load_sta_table(const std::string& path, int steps, int layers, int heads) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
@@ -55,18 +74,22 @@ StaTable load_sta_table(const std::string& path, int steps, int layers, int head
   tab.windows.assign(std::size_t(steps) * layers * heads, StaWindow{0, 0, 0});
   std::size_t filled = 0;
   for (auto it = j.begin(); it != j.end(); ++it) {
-    int s = -1, l = -1, h = -1;
-    char tail = 0;
-    if (std::sscanf(it.key().c_str(), "%d_%d_%d%c", &s, &l, &h, &tail) != 3 || s < 0 || s >= steps || l < 0 ||
-        l >= layers || h < 0 || h >= heads)
-      throw Error(ErrorCode::kFormatError, "sta_table", fmt::format("bad key '{}'", it.key()));
+    const std::optional<std::array<int, 3>> key = parse_sta_key(it.key(), {steps, layers, heads});
+    if (!key)
+      throw Error(ErrorCode::kFormatError, "sta_table",
+                  fmt::format("bad key '{}' (want \"<step>_<layer>_<head>\", decimal digits only, in [0, {}) x [0, "
+                              "{}) x [0, {}))",
+                              it.key(), steps, layers, heads));
+    const auto [s, l, h] = *key;
     const auto& v = it.value();
-    if (!v.is_array() || v.size() != 3 || !v[0].is_number_integer() || !v[1].is_number_integer() ||
-        !v[2].is_number_integer())
-      throw Error(ErrorCode::kFormatError, "sta_table", fmt::format("bad window for key '{}'", it.key()));
-    StaWindow w{v[0].get<int>(), v[1].get<int>(), v[2].get<int>()};
-    if (w.t < 1 || w.t > kStaHunyuanTiles.t || w.h < 1 || w.h > kStaHunyuanTiles.h || w.w < 1 || w.w > kStaHunyuanTiles.w)
-      throw Error(ErrorCode::kFormatError, "sta_table", fmt::format("window out of the 5x6x10 grid at '{}'", it.key()));
+    if (!v.is_array() || v.size() != 3)
+      throw Error(ErrorCode::kFormatError, "sta_table", fmt::format("bad window for key '{}' (not [t, h, w])", it.key()));
+    const auto extent = [&](int axis, const char* name, int tiles) {
+      return static_cast<int>(
+          json_integer(v[axis], "sta_table", fmt::format("window {} of '{}' (5x6x10 grid)", name, it.key()), 1, tiles));
+    };
+    const StaWindow w{extent(0, "t", kStaHunyuanTiles.t), extent(1, "h", kStaHunyuanTiles.h),
+                      extent(2, "w", kStaHunyuanTiles.w)};
     auto& slot = tab.windows[(std::size_t(s) * layers + l) * heads + h];
     if (slot.t != 0) throw Error(ErrorCode::kFormatError, "sta_table", fmt::format("duplicate key '{}'", it.key()));
     slot = w;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "subcommand_required.hpp"
 #include "core/arch_limits.hpp"
 #include "core/catalog.hpp"
 #include "core/plan.hpp"
@@ -67,7 +68,7 @@ constexpr const char* kPlanIdForm =
 
 void add_inspect_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("inspect", "Inspect the kernel catalog or a plan id");
-  cmd->require_subcommand(1);
+  require_one_subcommand(cmd);
 
   auto* cat = cmd->add_subcommand("catalog", "Print every catalog entry (src/kernels/catalog.def)");
   auto filter = std::make_shared<std::string>(".*");
@@ -111,7 +112,7 @@ void add_inspect_command(CLI::App& app) {
 
   auto* plan = cmd->add_subcommand("plan", "Parse a plan id and print its parts, tiles and catalog entry");
   auto id = std::make_shared<std::string>();
-  plan->add_option("id", *id, "Plan id, e.g. sm90a.mma.bf16.d128.q64c2.kv64p2.g1.tasc.split2.s2.w8")->required();
+  plan->add_option("plan_id", *id, "Plan id, e.g. sm90a.mma.bf16.d128.q64c2.kv64p2.g1.tasc.split2.s2.w8")->required();
   plan->callback([id] {
     Plan p;
     try {
@@ -119,8 +120,8 @@ void add_inspect_command(CLI::App& app) {
     } catch (const Error& e) {
       for (const CatalogEntry& c : catalog())
         if (c.name == *id)
-          throw Error(e.code(), "id", fmt::format("'{}' is a kernel (catalog entry) name, not a plan id; a plan id "
-                                                  "reads {}, e.g. {}", *id, kPlanIdForm, example_plan_id(c)));
+          throw Error(e.code(), "plan_id", fmt::format("'{}' is a kernel (catalog entry) name, not a plan id; a plan id "
+                                                       "reads {}, e.g. {}", *id, kPlanIdForm, example_plan_id(c)));
       throw;
     }
     fmt::print("plan        {}\n", plan_id(p));

@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "families_option.hpp"
 #include "seed_option.hpp"
+#include "subcommand_required.hpp"
 #include "write_file.hpp"
 #include "tessera/error.hpp"
 #include "tessera_corpus/case_stats.hpp"
@@ -54,7 +55,7 @@ void print_stats_row(const std::string& name, int cases, const CaseStats& s) {
 
 void add_masks_command(CLI::App& app) {
   auto* masks = app.add_subcommand("masks", "Mask corpus: generate, statistics, render");
-  masks->require_subcommand(1);
+  require_one_subcommand(masks);
 
   auto* gen = masks->add_subcommand("generate", "Generate the mask corpus (deterministic by seed)");
   static std::string out;

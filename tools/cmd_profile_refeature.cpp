@@ -8,9 +8,11 @@
 
 #include "commands.hpp"
 #include "core/profile_file.hpp"
+#include "core/profile_record_check.hpp"
 #include "core/table_compiler.hpp"
 #include "tessera/error.hpp"
 #include "tessera_corpus/profile_refeature.hpp"
+#include "tessera_corpus/sta.hpp"
 #include "write_file.hpp"
 
 namespace tessera::tools {
@@ -38,6 +40,26 @@ std::string case_stats_line(const std::string& id, const MaskStats& s) {
   return j.dump();
 }
 
+/// Reads the STA table before any case is regenerated when --sta-table is given or a record is an STA-real case,
+/// so a missing or malformed table is reported under --sta-table (with its own error code), not as a failed case
+/// of --in.
+void check_sta_table_first(const RefeatureArgs& a, const std::vector<ProfileRecord>& records) {
+  bool needed = !a.sta_table.empty();
+  for (const ProfileRecord& r : records) needed = needed || parse_profile_case_id(r.case_id).family == "STA-real";
+  if (!needed) return;
+  corpus::CorpusOptions opt;
+  opt.sta_table = a.sta_table;
+  opt.families = {"STA-real"};
+  try {
+    corpus::check_inputs(opt);
+  } catch (const Error& e) {
+    const std::string path = a.sta_table.empty() ? corpus::default_sta_table_path() : a.sta_table;
+    const bool named = path.empty() || e.message().find(path) != std::string::npos;
+    throw Error(e.code(), a.sta_table.empty() ? "sta_table" : "--sta-table",
+                named ? e.message() : fmt::format("'{}': {}", path, e.message()));
+  }
+}
+
 void run_refeature(const RefeatureArgs& a) {
   // Both outputs are checked before anything is read or written, so a bad --case-stats never leaves --out written.
   check_output_dir(a.out, "--out");
@@ -50,6 +72,7 @@ void run_refeature(const RefeatureArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<FeaturePresence> present;
   std::vector<ProfileRecord> records = read_profile_records(a.in, "", &present);
+  check_sta_table_first(a, records);
   corpus::CorpusOptions opt;
   opt.sta_table = a.sta_table;
   std::map<std::string, MaskStats> stats;

@@ -6,17 +6,24 @@
 #include <string>
 
 #include "commands.hpp"
+#include "subcommand_required.hpp"
 #include "tessera/error.hpp"
 #include "tessera/version.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"tessera: dynamic block-sparse attention runtime for video diffusion transformers"};
-  app.require_subcommand(1);
+  tessera::tools::require_one_subcommand(&app);
   app.option_defaults()->always_capture_default();  // --help shows every option's default
   app.set_version_flag("--version", std::string("tessera ") + tessera::version() + " (" + tessera::git_revision() + ")");
   tessera::tools::register_commands(app);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ExtrasError& e) {
+    if (const auto msg = tessera::tools::unknown_subcommand_message(app, "tessera")) {
+      std::fprintf(stderr, "%s\nRun with --help for more information.\n", msg->c_str());
+      return e.get_exit_code();
+    }
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const tessera::Error& e) {

@@ -1,8 +1,10 @@
 #include "core/plan_table.hpp"
 
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "core/json_number.hpp"
 #include "core/plan.hpp"
 #include "tessera/error.hpp"
 
@@ -13,6 +15,14 @@ namespace {
 using nlohmann::json;
 
 [[noreturn]] void bad(const std::string& what) { throw Error(ErrorCode::kFormatError, "plan_table", what); }
+
+constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
+
+/// Field `name` of object `o` as an integer in [lo, hi] (json_integer), reported under "plan_table" as
+/// "<where> field '<name>' is ..."; a missing field is reported like every other missing field.
+int int_field(const json& o, const char* name, const std::string& where, std::int64_t lo, std::int64_t hi) {
+  return static_cast<int>(json_integer(o.at(name), "plan_table", where + "field '" + name + "'", lo, hi));
+}
 
 /// feature_from_name, with the failure reported under "plan_table" and `where` it was found.
 Feature feature_named(const std::string& name, const std::string& where) {
@@ -63,6 +73,9 @@ void check_tree(const RegimeTree& t) {
         bad("tree '" + t.key + "' node " + std::to_string(i) + " has child links out of range (must point forward)");
     }
   }
+  if (!t.leaf_cases.empty() && t.leaf_cases.size() != t.rankings.size())
+    bad("tree '" + t.key + "' has " + std::to_string(t.leaf_cases.size()) + " leaf_cases for " +
+        std::to_string(t.rankings.size()) + " leaves");
   for (std::size_t l = 0; l < t.rankings.size(); ++l) {
     if (t.rankings[l].empty() || t.rankings[l].back() != t.base_plan)
       bad("tree '" + t.key + "' leaf " + std::to_string(l) + " ranking does not end with the base plan '" +
@@ -132,7 +145,7 @@ PlanTable plan_table_from_json(const std::string& text, const std::string& expec
   PlanTable t;
   try {
     if (!j.is_object() || j.value("format", "") != "tessera-plan-table") bad("not a tessera plan table (field 'format')");
-    t.format_version = j.at("format_version").get<int>();
+    t.format_version = int_field(j, "format_version", "", 0, kIntMax);
     if (t.format_version != kPlanTableFormatVersion)
       bad("format_version " + std::to_string(t.format_version) + " is not the supported version " +
           std::to_string(kPlanTableFormatVersion));
@@ -149,7 +162,12 @@ PlanTable plan_table_from_json(const std::string& text, const std::string& expec
       bad("feature_schema must list " + std::to_string(kFeatureCount) + " features");
     for (const json& f : schema) {
       const Feature feat = feature_named(f.at("name").get<std::string>(), "feature_schema");
-      auto edges = f.at("edges").get<std::vector<double>>();
+      const std::string where = "feature_schema '" + std::string(feature_name(feat)) + "'";
+      const json& jedges = f.at("edges");
+      if (!jedges.is_array()) bad(where + " field 'edges' is not an array of numbers");
+      std::vector<double> edges;
+      for (std::size_t i = 0; i < jedges.size(); ++i)
+        edges.push_back(json_number(jedges[i], "plan_table", where + " edge " + std::to_string(i)));
       for (std::size_t i = 1; i < edges.size(); ++i)
         if (!(edges[i - 1] < edges[i])) bad("bucket edges of '" + std::string(feature_name(feat)) + "' are not increasing");
       t.schema.edges[static_cast<int>(feat)] = std::move(edges);
@@ -161,19 +179,27 @@ PlanTable plan_table_from_json(const std::string& text, const std::string& expec
       tree.base_plan = jt.at("base_plan").get<std::string>();
       for (const json& n : jt.at("nodes")) {
         TreeNode node;
+        const std::string at = where + " node " + std::to_string(tree.nodes.size());
         if (n.contains("leaf")) {
-          node.leaf = n.at("leaf").get<int>();
+          node.leaf = int_field(n, "leaf", at + " ", 0, kIntMax);
         } else {
-          node.feature = static_cast<int>(feature_named(
-              n.at("feature").get<std::string>(), where + " node " + std::to_string(tree.nodes.size())));
-          node.threshold = n.at("threshold").get<int>();
-          node.left = n.at("left").get<int>();
-          node.right = n.at("right").get<int>();
+          node.feature = static_cast<int>(feature_named(n.at("feature").get<std::string>(), at));
+          // Buckets of a feature with E edges are 0..E; a threshold outside [0, E] could not split.
+          const std::int64_t buckets = static_cast<std::int64_t>(t.schema.edges[node.feature].size());
+          node.threshold = int_field(n, "threshold", at + " ", 0, buckets);
+          node.left = int_field(n, "left", at + " ", 0, kIntMax);
+          node.right = int_field(n, "right", at + " ", 0, kIntMax);
         }
         tree.nodes.push_back(node);
       }
       tree.rankings = jt.at("rankings").get<std::vector<std::vector<std::string>>>();
-      tree.leaf_cases = jt.value("leaf_cases", std::vector<int>{});
+      if (jt.contains("leaf_cases")) {
+        const json& lc = jt.at("leaf_cases");
+        if (!lc.is_array()) bad(where + " field 'leaf_cases' is not an array of integers");
+        for (std::size_t l = 0; l < lc.size(); ++l)
+          tree.leaf_cases.push_back(static_cast<int>(
+              json_integer(lc[l], "plan_table", where + " leaf_cases[" + std::to_string(l) + "]", 0, kIntMax)));
+      }
       check_tree(tree);
       check_tree_key(tree, t.arch);
       if (!t.trees.emplace(tree.key, tree).second) bad("key '" + tree.key + "' appears twice");

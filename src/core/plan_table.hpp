@@ -60,7 +60,9 @@ struct PlanTable {
 std::string plan_table_to_json(const PlanTable& table);
 
 /// Parses and checks an artifact. Every failure throws Error(kFormatError, "plan_table", reason): malformed JSON, a
-/// missing or mistyped field, a wrong format name or version, a catalog version different from
+/// missing or mistyped field (integers must be JSON integers in range: format_version, a node's leaf, left and right
+/// >= 0, threshold in [0, number of edges of its feature], leaf_cases >= 0 and one per leaf; edges must be JSON
+/// numbers; the message names the field), a wrong format name or version, a catalog version different from
 /// `expected_catalog_version` (when non-empty), an unknown arch, unknown feature names, edges not increasing, a tree
 /// key that is not "<arch>.<dtype>.d<D>.q<B_Q>.kv<B_KV>" (parse_request_key) or whose arch is not the table's, a key
 /// twice, out-of-range node links, cycles, rankings that do not end with the base plan, or a ranked plan id that

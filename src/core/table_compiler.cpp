@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/json_number.hpp"
 #include "tessera/error.hpp"
 
 namespace tessera {
@@ -193,7 +194,7 @@ ProfileRecord profile_record_from_json(const std::string& line, FeaturePresence*
     FeaturePresence seen{};
     for (const auto& [name, v] : j.at("features").items()) {
       const int f = static_cast<int>(feature_from_name(name));
-      r.features[f] = v.get<double>();
+      r.features[f] = json_number(v, "profile", "feature '" + name + "'");
       seen[f] = true;
     }
     if (present) *present = seen;
@@ -202,7 +203,7 @@ ProfileRecord profile_record_from_json(const std::string& line, FeaturePresence*
         throw Error(ErrorCode::kFormatError, "profile",
                     fmt::format("field 'features' lacks '{}'", feature_name(static_cast<Feature>(f))));
     r.plan = j.at("plan").get<std::string>();
-    r.latency_us = j.at("latency_us").get<double>();
+    r.latency_us = json_number(j.at("latency_us"), "profile", "field 'latency_us'");
     r.valid = j.at("valid").get<bool>();
     r.role = j.value("role", "");
   } catch (const json::exception& e) {

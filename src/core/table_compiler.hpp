@@ -32,7 +32,8 @@ struct ProfileRecord {
 /// Which features a record's JSON carried, indexed by Feature.
 using FeaturePresence = std::array<bool, kFeatureCount>;
 
-/// Parses one JSON line of a profile file; throws Error(kFormatError, "profile", ...) naming the field. With
+/// Parses one JSON line of a profile file; throws Error(kFormatError, "profile", ...) naming the field (features and
+/// latency_us must be finite JSON numbers: a boolean is not read as 0 or 1). With
 /// `present` null, every feature of the current schema must be given. With `present` given (records written
 /// under an older schema, for `tessera profile-refeature`), missing features are allowed, left 0 and marked
 /// false in *present.

@@ -7,6 +7,7 @@
 #include "core/embedded_tables.hpp"
 #include "core/plan_table.hpp"
 #include "core/table_compiler.hpp"
+#include "expect_error.hpp"
 #include "tessera/error.hpp"
 
 namespace tessera {
@@ -291,6 +292,22 @@ TEST(ProfileRecords, JsonRoundTripAndErrors) {
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("split"), std::string::npos);
   }
+}
+
+// Numbers of a record are JSON numbers: a boolean is not read as 1 (nlohmann's get<double>() would convert it).
+TEST(ProfileRecords, NumbersAreJsonNumbers) {
+  const std::string good = profile_record_to_json(synthetic_profile(1, 1, "eval")[0]);
+  const auto expect_rejected = [](const std::string& js, const std::string& fragment) {
+    expect_error([&] { profile_record_from_json(js); }, ErrorCode::kFormatError, "profile", fragment, js);
+  };
+  std::string js = good;
+  const std::size_t at = js.find("\"latency_us\":") + 13;
+  js.replace(at, js.find(',', at) - at, "true");
+  expect_rejected(js, "field 'latency_us' is true, not a finite number");
+  js = good;
+  const std::size_t f = js.find("\"density\":") + 10;
+  js.replace(f, js.find_first_of(",}", f) - f, "false");
+  expect_rejected(js, "feature 'density' is false, not a finite number");
 }
 
 }  // namespace

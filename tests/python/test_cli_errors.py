@@ -4,13 +4,13 @@ file, and nothing is reported as written that was not.
 Usage: python3 test_cli_errors.py TESSERA_BINARY WORK_DIR
 Covers: checked output files (run --json, compile-table --out, --out = --in refused), compile-table record checks (case ids
 included), profile-refeature (records of an older schema re-featured and compiled; features that disagree with the
-regenerated mask; bad case ids: one message naming --in and the line), run argument checks
+regenerated mask; bad case ids: one message naming --in and the line; a missing --sta-table named as such), run argument checks
 (--families, --cases-per-family on the CPU path), mask files (padding bits, errors naming the path, directories,
 crafted headers: overflowing sizes, bad integers and types), masks generate/stats and profile --list argument checks
 (--seed, a non-empty --out, an STA table that is a directory), outputs refused before any work (an output that is
 an input: masks render, profile-refeature --case-stats, run --json over the STA table; --out = --case-stats; a repeated
 profile --splits; paths on /proc or /sys, devices such as /dev/full, a directory as profile --out),
-inspect catalog / inspect plan.
+inspect catalog / inspect plan (errors naming plan_id), unknown or missing subcommands.
 """
 import json
 import os
@@ -136,6 +136,12 @@ def profile_refeature(tessera, work):
               and needle in se and not os.path.exists(out + "3"), f"profile-refeature: bad case id {bad_case!r}", so + se)
     rc, so, se = run(tessera, "profile-refeature", "--in", path, "--out", "/nonexistent/dir/x.jsonl")
     check(rc != 0 and "--out" in se, "profile-refeature bad --out", so + se)
+    old["case"] = case
+    write(path, [json.dumps(old)])
+    rc, so, se = run(tessera, "profile-refeature", "--in", path, "--out", out + "4", "--sta-table", "/nonexistent.json")
+    check(rc != 0 and "io error: --sta-table: " in se and "/nonexistent.json" in se and "--in" not in se
+          and se.count("tessera:") == 1 and not os.path.exists(out + "4"),
+          "profile-refeature: a missing --sta-table is an io error naming --sta-table", so + se)
 
 
 def run_command(tessera, work):
@@ -405,9 +411,31 @@ def inspect(tessera):
     check(rc == 0 and all(f"{row[0]} " not in so for row in big), "inspect catalog --arch sm86 omits them", so + se)
     rc, so, se = run(tessera, "inspect", "plan", "sm86.mma.bf16.d128.q128d.kv128d.g1.tasc.split1.s2.w8")
     check(rc == 1 and "cannot launch on sm86" in so + se, "inspect plan of an entry too big for sm86 exits 1", so + se)
+    rc, so, se = run(tessera, "inspect", "plan", rows[0][0])
+    check(rc != 0 and "invalid argument: plan_id: " in se, "inspect plan errors name plan_id", so + se)
+    rc, so, se = run(tessera, "inspect", "plan", "--help")
+    check(rc == 0 and "plan_id" in so, "inspect plan --help names the positional plan_id", so + se)
+    rc, so, se = run(tessera, "inspect", "plan", "sm90a.bogus")
+    check(rc != 0 and "plan_id: " in se, "inspect plan of a malformed id names plan_id", so + se)
     # A plan no catalog entry runs (8 warps, 4 stages at d64 16x16: not a catalog shape): exit 1.
     rc, so, se = run(tessera, "inspect", "plan", "sm90a.mma.bf16.d64.q16d.kv16d.g1.tasc.split1.s4.w8")
     check("NOT in the catalog" in so and rc == 1, "inspect plan without a catalog entry exits 1", so + se)
+
+
+def subcommands(tessera):
+    rc, so, se = run(tessera, "bogus")
+    check(rc != 0 and "tessera: unknown command 'bogus'" in se and "inspect" in se and "subcommand is required" not in se,
+          "tessera bogus names the unknown command", so + se)
+    rc, so, se = run(tessera, "masks", "bogus")
+    check(rc != 0 and "tessera masks: unknown command 'bogus' (commands: generate, stats, render)" in se,
+          "tessera masks bogus names the unknown command", so + se)
+    for args in ([], ["inspect"], ["masks"]):
+        rc, so, se = run(tessera, *args)
+        check(rc != 0 and "A subcommand is required" in se, f"tessera {' '.join(args)} without a subcommand", so + se)
+    rc, so, se = run(tessera, "inspect", "catalog", "extra")
+    check(rc != 0 and "not expected: extra" in se, "an extra argument of a command is still CLI11's error", so + se)
+    rc, so, se = run(tessera, "version")
+    check(rc == 0, "tessera version", so + se)
 
 
 def main():
@@ -422,6 +450,7 @@ def main():
     corpus_commands(tessera, work)
     output_paths(tessera, work)
     inspect(tessera)
+    subcommands(tessera)
     if FAILURES:
         print(f"{len(FAILURES)} failure(s)")
         sys.exit(1)

@@ -5,7 +5,9 @@
 /// re-expression of a 384-token tile mask at finer blocks.
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tessera_corpus/geometry.hpp"
@@ -35,9 +37,15 @@ struct StaTable {
   const StaWindow& at(int step, int layer, int head) const { return windows[(std::size_t(step) * layers + layer) * heads + head]; }
 };
 
-/// Reads the table JSON ({"step_layer_head": [t, h, w], ...}) with nlohmann-json. Every key in
-/// [0,steps) x [0,layers) x [0,heads) must be present exactly once. Throws tessera::Error(kIoError, "path") if
-/// the file cannot be read, (kFormatError, "sta_table") for a malformed key/value or a missing entry.
+/// Parses a table key "<step>_<layer>_<head>" strictly: three canonical decimal integers (digits only: no sign,
+/// blank or leading zero; the whole key consumed), each below its extent in `extents` ({steps, layers, heads}).
+/// Returns nullopt otherwise (e.g. "+0_0_0", "0_ 0_0", "0_0_4294967296", "0_0_0x").
+std::optional<std::array<int, 3>> parse_sta_key(std::string_view key, const std::array<int, 3>& extents);
+
+/// Reads the table JSON ({"step_layer_head": [t, h, w], ...}) with nlohmann-json. Every key (parse_sta_key) in
+/// [0,steps) x [0,layers) x [0,heads) must be present exactly once; t, h, w must be JSON integers within the 5x6x10
+/// tile grid (a float, a boolean or 4294967297 is rejected, never converted). Throws tessera::Error(kIoError,
+/// "sta_table") if the file cannot be read, (kFormatError, "sta_table") for a malformed key/value or a missing entry.
 StaTable load_sta_table(const std::string& path, int steps = 50, int layers = 60, int heads = 24);
 
 /// Path of the shared HunyuanVideo STA table: $TESSERA_STA_TABLE, else /work/shared/masks/..., else the
