@@ -23,6 +23,9 @@ void download(std::vector<T>& dst, const void* src, std::int64_t n, cudaStream_t
   if (n > 0) TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src, sizeof(T) * n, cudaMemcpyDeviceToHost, s));
 }
 
+// Direct KV on logical rows in ascending order: the tile rows are mu(M)'s CSR (zero copy).
+bool is_zero_copy(const prep::PrepParams& p) { return prep::tile_offsets_are_mask_offsets(p) && p.traversal == 0; }
+
 }  // namespace
 
 TileMetadataView DeviceTileMetadata::view() const noexcept {
@@ -66,9 +69,7 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
   out.bounds = bd;
   const auto* mask_rows = mask.row_offsets.as<const std::int32_t>();
   const auto* mask_cols = mask.col_indices.as<const std::int32_t>();
-  // Direct KV on logical rows in ascending order: the tile rows are mu(M)'s CSR (zero copy).
-  const bool zero_copy = p.c_q == 1 && p.c_kv == 1 && p.r_kv == 1 && !p.pack && p.traversal == 0;
-  out.zero_copy = zero_copy;
+  const bool zero_copy = is_zero_copy(p);
   out.mask_nnz = mask.nnz;
   out.implicit_items = implicit_items && p.split == 1 && !plan.org.persistent && plan.org.group == 1;
 
@@ -133,7 +134,7 @@ void finish_prepare_plan_gpu(DeviceTileMetadata& out, Stream stream) {
   if (out.implicit_items) {  // unsplit: one item per query tile; only the entry count is on the device
     out.n_items = static_cast<std::int32_t>(out.params.q_tiles());
     out.n_partials = out.n_merge = 0;
-    if (out.zero_copy) {
+    if (is_zero_copy(out.params)) {
       out.n_entries = out.mask_nnz;
     } else {
       std::int32_t entries = 0;

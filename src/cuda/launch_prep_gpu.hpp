@@ -31,7 +31,6 @@ struct DeviceTileMetadata {
   /// Implicit work items (TileMetadataView::implicit_items): the work-item builder did not run and `items` is not
   /// written; the kernel computes item q from the query-tile geometry. Set by enqueue_prepare_plan_gpu.
   bool implicit_items = false;
-  bool zero_copy = false;     ///< tile rows are mu(M)'s own CSR (c_q == 1, Direct KV, ascending)
   std::int64_t mask_nnz = 0;  ///< active blocks of mu(M) (n_entries of a zero-copy plan)
   /// Benchmarks only: when set (a cudaEvent_t), enqueue_prepare_plan_gpu() records it on the stream between the
   /// tile-row builders and the work-item builders, so their GPU times can be told apart. Null: nothing recorded.
