@@ -42,7 +42,8 @@ __device__ __forceinline__ int warp_owner_lane(std::int32_t excl, std::int32_t e
   int owner = 0;
 #pragma unroll
   for (int step = 16; step > 0; step >>= 1) {
-    if (__shfl_sync(kFull, excl, owner + step) <= e) owner += step;
+    const int probe = owner | step;  // owner's bits below step are still zero
+    if (__shfl_sync(kFull, excl, probe) <= e) owner = probe;
   }
   return owner;
 }
@@ -98,9 +99,12 @@ struct UnitRules {
   std::int32_t last_unit;    ///< ceil(n_kvb / c_kv) - 1
   std::int32_t last_extra;   ///< entries of the last unit minus r_kv (<= 0; 0 when packed)
 
+  // last_unit = row_units(p) - 1 = ceil(n_kvb / c_kv) - 1, by a shift (c_kv is a power of two): a 64-bit division
+  // here made the fields costly to rebuild, so the compiler spilled them instead.
   __device__ explicit UnitRules(const PrepParams& p)
       : c_kv(p.c_kv), log_ckv(log2_factor(p.c_kv)), pack(p.pack), r_kv(p.r_kv), group_mask((1u << p.c_kv) - 1u),
-        last_unit(row_units(p) - 1), last_extra(p.pack ? 0 : unit_entries(p, row_units(p) - 1) - p.r_kv) {}
+        last_unit(static_cast<std::int32_t>((p.n_kvb + p.c_kv - 1) >> log_ckv) - 1),
+        last_extra(p.pack ? 0 : unit_entries(p, last_unit) - p.r_kv) {}
 
   /// Entries (span) or units (packed) of the group heads `heads` of the word whose first block is `word_col`.
   __device__ __forceinline__ std::int32_t count(std::uint32_t heads, std::int32_t word_col) const {
