@@ -11,7 +11,8 @@
 //    rows, 2 per worker warp; the look-back warp scans them one per lane (lanes 30, 31 idle). Step k of a CTA, T_k
 //    its k-th ticket:
 //      workers:         stage + count T_k (buffer k % 2) | arrive COUNTED | wait OFFSETS | emit T_{k-1}
-//      look-back warp:  finish T_{k-1}'s look-back, write its offsets, take T_{k+1} | arrive OFFSETS |
+//      look-back warp:  finish T_{k-1}'s look-back, write its offsets, take T_{k+1} and load its column span
+//                       (so the workers stage it without a dependent load) | arrive OFFSETS |
 //                       wait COUNTED | scan T_k's counts, publish T_k's aggregate
 //    T_{k-1}'s aggregate was published one step earlier, so its look-back runs while the workers stage and count
 //    T_k; the workers wait on it only when it has not resolved within that time.
@@ -59,11 +60,22 @@ constexpr int kBarCounted = 1, kBarOffsets = 3, kBarWorkers = 5;
 struct PersistentShared {
   CtaRows rows[2];          // row facts of T_k in rows[k % 2]
   std::int32_t ticket[2];   // T_k in ticket[k % 2]
+  std::int32_t span[2][2];  // T_k's columns [span[k % 2][0], span[k % 2][1]) in mu(M), for its staging
 };
 
+// The look-back warp: the columns of ticket t's rows (t < n_tiles) into span (lanes 0 and 1, one load each), so
+// the workers start staging t without a dependent global load.
+__device__ __forceinline__ void load_ticket_span(const PrepParams& p, const std::int32_t* __restrict__ row_offsets,
+                                                 std::int32_t t, std::int32_t* span) {
+  const int lane = threadIdx.x % 32;
+  const std::int32_t rows = static_cast<std::int32_t>(p.tile_rows());
+  if (lane < 2) span[lane] = __ldg(row_offsets + min((t + lane) * kRowsPerTicket, rows));
+}
+
 // The look-back warp (see the file comment). Ends after the step whose ticket is past the last.
-__device__ __forceinline__ void lookback_warp(const PrepParams& p, const LookBackState& lb, std::int32_t n_tiles,
-                                              PersistentShared& sh, std::int32_t* __restrict__ tile_offsets) {
+__device__ __forceinline__ void lookback_warp(const PrepParams& p, const std::int32_t* __restrict__ row_offsets,
+                                              const LookBackState& lb, std::int32_t n_tiles, PersistentShared& sh,
+                                              std::int32_t* __restrict__ tile_offsets) {
   const int lane = threadIdx.x % 32;
   std::int32_t cur = sh.ticket[0], prev = -1;  // T_k, T_{k-1} (-1: none)
   std::int32_t total = 0;                      // T_{k-1}'s entries; the exclusive scan of its rows' entry counts
@@ -81,6 +93,8 @@ __device__ __forceinline__ void lookback_warp(const PrepParams& p, const LookBac
                             tile_offsets);
     }
     next = __shfl_sync(kFull, next, 0);
+    if (more && static_cast<std::int32_t>(next) < n_tiles)
+      load_ticket_span(p, row_offsets, static_cast<std::int32_t>(next), sh.span[(k + 1) & 1]);
     if (more && lane == 0) sh.ticket[(k + 1) & 1] = static_cast<std::int32_t>(next);
     if (prev < 0 && !more) break;  // the CTA's first ticket is past the last: the workers did nothing
     ptx::named_barrier_arrive(kBarOffsets + ((k + 1) & 1), kPersistentThreads);
@@ -106,26 +120,26 @@ __device__ __forceinline__ void worker_warps(const PrepParams& p, const std::int
                                              std::int32_t* __restrict__ kv_tile, std::uint64_t* __restrict__ member,
                                              std::int32_t* __restrict__ gather, int desc) {
   const UnitRules ur(p);
-  const std::int32_t rows = static_cast<std::int32_t>(p.tile_rows());
   std::int32_t cur = sh.ticket[0];
-  std::int32_t prev_first = -1;  // first column of T_{k-1}'s staged copy; -1: not staged (read from global memory)
+  if (cur >= n_tiles) return;  // the CTA's first ticket is past the last
+  // Where T_{k-1} (prev) and T_k (this) read their columns: the first column of the staged copy; -1: not staged
+  // (global memory); kPastLast: T_k is past the last ticket. One register across the emission (no spills).
+  constexpr std::int32_t kPastLast = -2;
+  std::int32_t prev_first = -1;
   for (int k = 0;; ++k) {
-    const bool more = cur < n_tiles;
-    if (!more && k == 0) return;
-    std::int32_t first = 0;
-    bool staged = false;
-    if (more) {
+    std::int32_t this_first = kPastLast;
+    if (cur < n_tiles) {
       ptx::named_barrier_sync(kBarWorkers, kWorkerThreads);  // buffer k % 2 is free: T_{k-2}'s rows are written
       std::int32_t* st = stage + (k & 1) * kStageCols;
-      const std::int32_t r0 = cur * kRowsPerTicket;
-      staged = stage_columns_issue<kWorkerThreads>(cols, __ldg(row_offsets + r0),
-                                                   __ldg(row_offsets + min(r0 + kRowsPerTicket, rows)), st, first);
-      if (staged) {
+      std::int32_t first = 0;
+      if (stage_columns_issue<kWorkerThreads>(cols, sh.span[k & 1][0], sh.span[k & 1][1], st, first)) {
         ptx::cp_async_wait<0>();
         ptx::named_barrier_sync(kBarWorkers, kWorkerThreads);
         count_cta_rows(p, ur, cur, kRowsPerTicket, row_offsets, SharedColumns{st, first}, sh.rows[k & 1]);
+        this_first = first;
       } else {
         count_cta_rows(p, ur, cur, kRowsPerTicket, row_offsets, GlobalColumns{cols}, sh.rows[k & 1]);
+        this_first = -1;
       }
       ptx::named_barrier_arrive(kBarCounted + (k & 1), kPersistentThreads);
     }
@@ -139,8 +153,8 @@ __device__ __forceinline__ void worker_warps(const PrepParams& p, const std::int
         emit_cta_rows<true>(p, ur, GlobalColumns{cols}, cr, desc, kv_tile, member, gather);
       }
     }
-    if (!more) return;
-    prev_first = staged ? first : -1;
+    if (this_first == kPastLast) return;
+    prev_first = this_first;
     cur = sh.ticket[(k + 1) & 1];
   }
 }
@@ -153,10 +167,17 @@ __global__ void __launch_bounds__(kPersistentThreads, kCtasPerSm)
                                   std::int32_t n_tiles) {
   extern __shared__ __align__(16) std::int32_t stage[];  // [2][kStageCols]
   __shared__ PersistentShared sh;
-  if (threadIdx.x == kWorkerThreads) sh.ticket[0] = static_cast<std::int32_t>(atomicAdd(lb.counters, 1u));
+  if (threadIdx.x >= kWorkerThreads) {  // the look-back warp takes the first ticket
+    std::uint32_t t0 = 0;
+    if (threadIdx.x == kWorkerThreads) t0 = atomicAdd(lb.counters, 1u);
+    t0 = __shfl_sync(kFull, t0, 0);
+    if (threadIdx.x == kWorkerThreads) sh.ticket[0] = static_cast<std::int32_t>(t0);
+    if (static_cast<std::int32_t>(t0) < n_tiles)
+      load_ticket_span(p, row_offsets, static_cast<std::int32_t>(t0), sh.span[0]);
+  }
   __syncthreads();
   if (threadIdx.x >= kWorkerThreads) {
-    lookback_warp(p, lb, n_tiles, sh, tile_offsets);
+    lookback_warp(p, row_offsets, lb, n_tiles, sh, tile_offsets);
   } else {
     worker_warps(p, row_offsets, cols, n_tiles, sh, stage, kv_tile, member, gather, desc);
   }
