@@ -7,7 +7,10 @@
 // split the GPU time at an event between the tile-row builders (rows_us, with the buffers' growth and memsets)
 // and the work-item builders (items_us). Preparation runs as the Runtime runs it (implicit_items = true: unsplit,
 // non-persistent plans build no work-item list, items_us ~ 0); --explicit-items builds the list for every plan.
-// Usage: bench_launch_prep [--runs N] [--heads H] [--density D] [--plan SUBSTR] [--explicit-items] [--out DIR]
+// --persistent-rows builds the tile rows of c_q = 1 plans with a look-back (kv c/p/r) with the persistent streaming
+// kernel (DeviceTileMetadata::persistent_row_builder) instead of the default one-CTA-per-ticket kernel.
+// Usage: bench_launch_prep [--runs N] [--heads H] [--density D] [--plan SUBSTR] [--explicit-items]
+//                          [--persistent-rows] [--out DIR]
 //   (writes DIR/launch_prep.json). --runs below 50 is for profilers (ncu); --plan keeps the plans whose id
 //   contains SUBSTR.
 #include <cuda_runtime.h>
@@ -66,6 +69,7 @@ int main(int argc, char** argv) {
   double density = 0.10;
   std::string out_dir, plan_filter;
   bool implicit_items = true;
+  bool persistent_rows = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -81,9 +85,10 @@ int main(int argc, char** argv) {
     else if (a == "--out") out_dir = next();
     else if (a == "--plan") plan_filter = next();
     else if (a == "--explicit-items") implicit_items = false;
+    else if (a == "--persistent-rows") persistent_rows = true;
     else {
       std::fprintf(stderr, "usage: bench_launch_prep [--runs N] [--heads H] [--density D] [--plan SUBSTR] "
-                           "[--explicit-items] [--out DIR]\n");
+                           "[--explicit-items] [--persistent-rows] [--out DIR]\n");
       return 2;
     }
   }
@@ -98,9 +103,11 @@ int main(int argc, char** argv) {
   const Stream s = reinterpret_cast<Stream>(stream);
   const DeviceMaskState dm = upload_mask_state(hm, s);
   const PrepProblem pr{1, heads, heads, n, n, 128};
-  std::printf("Wan2.1 720p Q64K64: N = %lld, %lld heads, %lld x %lld blocks, density %.4f (%lld active blocks), %d runs\n",
+  std::printf("Wan2.1 720p Q64K64: N = %lld, %lld heads, %lld x %lld blocks, density %.4f (%lld active blocks), "
+              "%d runs, tile-row builder for c_q = 1: %s\n",
               (long long)n, (long long)heads, (long long)nb, (long long)nb,
-              static_cast<double>(dm.nnz) / (heads * nb * nb), (long long)dm.nnz, runs);
+              static_cast<double>(dm.nnz) / (heads * nb * nb), (long long)dm.nnz, runs,
+              persistent_rows ? "persistent" : "streaming (default)");
   const char* const mappings[] = {
       "q64d.kv64d",  "q64c2.kv64d", "q64c4.kv64d", "q64c8.kv64d", "q64r2.kv64d", "q64r4.kv64d",
       "q64d.kv64c2", "q64d.kv64c4", "q64d.kv64c8", "q64d.kv64p2", "q64d.kv64p4", "q64d.kv64p8",
@@ -123,6 +130,7 @@ int main(int argc, char** argv) {
   for (const std::string& id : ids) {
     const Plan plan = parse_plan_id(id);
     DeviceTileMetadata md;
+    md.persistent_row_builder = persistent_rows;
     for (int w = 0; w < 3; ++w) {  // allocations happen here
       enqueue_prepare_plan_gpu(plan, dm, pr, s, md, implicit_items);
       finish_prepare_plan_gpu(md, s);
@@ -165,6 +173,7 @@ int main(int argc, char** argv) {
                        {"gpu_us_median_after_idle", gi},
                        {"wall_us_median", w}, {"entries", md.n_entries},
                        {"items", md.n_items}, {"implicit_items", md.implicit_items}, {"partials", md.n_partials},
+                       {"persistent_rows", persistent_rows},
                        {"runs", runs},
                        {"metadata_bytes_bound", md.bounds.metadata_bytes}});
   }

@@ -44,6 +44,15 @@ bool build_tile_rows_stream(const PrepParams& p, const std::int32_t* row_offsets
                             std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
                             std::uint64_t* member, std::int32_t* gather, cudaStream_t stream);
 
+/// Persistent form of the streaming builder (launch_prep_rows_stream_persistent.cu): the same output as
+/// build_tile_rows_stream, from one resident grid whose CTAs take 32-row tickets in a loop and overlap each ticket's
+/// look-back with the next ticket's counting. Returns false without launching anything when the streaming builder
+/// would not need a look-back (tile_offsets_are_mask_offsets), when p.c_q != 1 or there are no rows, or when the
+/// kernel cannot run on the current device.
+bool launch_tile_rows_stream_persistent(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
+                                        std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
+                                        std::uint64_t* member, std::int32_t* gather, cudaStream_t stream);
+
 /// Single-pass bitmap tile-row builder (launch_prep_rows_single_pass.cu), for c_q > 1: writes the rows' entries
 /// (kv_tile, member) in ascending or descending traversal order and, unless tile_offsets_are_mask_offsets(p),
 /// tile_offsets. Returns false without launching anything when the bitmaps do not fit (or packed KV).
@@ -52,9 +61,10 @@ bool build_tile_rows_single_pass(const PrepParams& p, const std::int32_t* row_of
                                  std::uint64_t* member, cudaStream_t stream);
 
 /// Builds the tile rows (single pass, else count + scan + fill), then applies the traversal order.
-/// launch_prep_tiles.cu.
+/// persistent_stream: where the streaming builder needs a look-back, run its persistent form
+/// (launch_tile_rows_stream_persistent) instead. launch_prep_tiles.cu.
 void build_tile_rows_gpu(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
-                         TileRowBuffers& b, cudaStream_t stream);
+                         TileRowBuffers& b, cudaStream_t stream, bool persistent_stream = false);
 std::size_t tile_rows_cub_temp_bytes(std::int64_t rows);
 
 /// Device arrays of the work-item builder.

@@ -287,7 +287,7 @@ bool tile_offsets_are_mask_offsets(const PrepParams& p) {
 }
 
 void build_tile_rows_gpu(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
-                         TileRowBuffers& b, cudaStream_t stream) {
+                         TileRowBuffers& b, cudaStream_t stream, bool persistent_stream) {
   const std::int64_t rows = p.tile_rows();
   const bool mask_offsets = tile_offsets_are_mask_offsets(p);
   // Direct KV: tile rows are the logical rows, entries are the columns, offsets are mu(M)'s.
@@ -300,7 +300,11 @@ void build_tile_rows_gpu(const PrepParams& p, const std::int32_t* row_offsets, c
     if (!mask_offsets) TESSERA_CUDA_CHECK(cudaMemsetAsync(b.tile_offsets, 0, sizeof(std::int32_t), stream));
     return;
   }
-  if (!build_tile_rows_stream(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out, gather_out,
+  const bool persistent_done = persistent_stream &&
+                               launch_tile_rows_stream_persistent(p, row_offsets, cols, b.tile_offsets, b.lookback,
+                                                                  kv_out, member_out, gather_out, stream);
+  if (!persistent_done &&
+      !build_tile_rows_stream(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out, gather_out,
                               stream) &&
       !build_tile_rows_single_pass(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out, stream)) {
     if (!mask_offsets) {

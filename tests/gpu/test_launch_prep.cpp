@@ -1,10 +1,13 @@
 // GPU launch-preparation builders vs their CPU twins, bit for bit, on >= 1,000 random masks and plans.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "core/launch_prep.hpp"
+#include "cuda/check.cuh"
 #include "cuda/launch_prep_gpu.hpp"
 #include "gpu_test_util.hpp"
 #include "plan_test_util.hpp"
@@ -76,14 +79,29 @@ PrepProblem random_problem(std::mt19937_64& g, std::int64_t n_q_min, std::int64_
   return pr;
 }
 
-// Prepares `plan` for mask `dm` on the CPU and on the GPU (into `dev`); the first difference, "" when identical.
+// Whether the decoupled look-back state of `md` (statuses and counters) is all zero, as every builder launch must
+// leave it.
+bool lookback_state_is_zero(const DeviceTileMetadata& md) {
+  std::vector<std::uint64_t> words(md.lookback.bytes() / sizeof(std::uint64_t));
+  if (!words.empty())
+    TESSERA_CUDA_CHECK(cudaMemcpy(words.data(), md.lookback.data(), words.size() * sizeof(std::uint64_t),
+                                  cudaMemcpyDeviceToHost));
+  return std::all_of(words.begin(), words.end(), [](std::uint64_t w) { return w == 0; });
+}
+
+// Prepares `plan` for mask `dm` on the CPU and on the GPU (into `dev`, with the persistent streaming tile-row
+// builder when persistent_rows); the first difference, "" when identical (and "lookback state" when the GPU left its
+// look-back state nonzero).
 std::string gpu_vs_cpu(const Plan& plan, const plan_testing::DenseBlockMask& dm, const PrepProblem& pr,
-                       DeviceTileMetadata& dev) {
+                       DeviceTileMetadata& dev, bool persistent_rows = false) {
   const HostMaskState ms = plan_testing::host_mask_state(dm);
   const HostTileMetadata cpu = prepare_plan_cpu(plan, ms, pr);
   const DeviceMaskState dms = upload_mask_state(ms, nullptr);
+  dev.persistent_row_builder = persistent_rows;
   prepare_plan_gpu(plan, dms, pr, nullptr, dev);
-  return first_difference(download_tile_metadata(dev, nullptr), cpu);
+  const std::string diff = first_difference(download_tile_metadata(dev, nullptr), cpu);
+  if (!diff.empty()) return diff;
+  return lookback_state_is_zero(dev) ? "" : "lookback state";
 }
 
 TEST(LaunchPrepGpu, MatchesCpuTwinsBitForBitOnRandomMasks) {
@@ -104,6 +122,7 @@ TEST(LaunchPrepGpu, MatchesCpuTwinsBitForBitOnRandomMasks) {
     const DeviceMaskState dms = upload_mask_state(ms, nullptr);
     DeviceTileMetadata fresh;
     DeviceTileMetadata& dev = iter % 2 ? reused : fresh;
+    dev.persistent_row_builder = (iter / 2) % 2 == 1;  // both streaming tile-row kernels, fresh and reused
     // Every third request as the Runtime prepares it: unsplit plans get implicit work items (no list is built;
     // download_tile_metadata computes them as the kernels do, from the tile-row offsets).
     const bool implicit = iter % 3 == 0;
@@ -115,6 +134,7 @@ TEST(LaunchPrepGpu, MatchesCpuTwinsBitForBitOnRandomMasks) {
     const HostTileMetadata gpu = download_tile_metadata(dev, nullptr);
     ASSERT_EQ(first_difference(gpu, cpu), "");
     ASSERT_EQ(dev.view().n_items, static_cast<std::int32_t>(cpu.items.size()));
+    ASSERT_TRUE(lookback_state_is_zero(dev));
     ++checked;
   }
   EXPECT_GE(checked, 1000);
@@ -141,7 +161,7 @@ TEST(LaunchPrepGpu, LongRowsMatchCpuTwinsBitForBit) {
                                               num_blocks(pr.n_kv, plan.block_kv),
                                               densities[g() % std::size(densities)], g());
     SCOPED_TRACE("iter " + std::to_string(iter) + " plan " + plan_id(plan));
-    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused), "");
+    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, iter % 2 == 1), "");
   }
 }
 
@@ -172,7 +192,7 @@ TEST(LaunchPrepGpu, ManyRowsMatchCpuTwinsBitForBit) {
     const std::int64_t bm = g() % 2 ? pr.batch : 1, hm = g() % 2 ? pr.heads_q : 1;
     const auto dm = mixed_rows_mask(bm, hm, num_blocks(pr.n_q, plan.block_q), num_blocks(pr.n_kv, plan.block_kv), g);
     SCOPED_TRACE("iter " + std::to_string(iter) + " plan " + plan_id(plan));
-    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused), "");
+    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, iter % 2 == 1), "");
   }
 }
 
@@ -203,7 +223,7 @@ TEST(LaunchPrepGpu, VeryLongRowsMatchCpuTwinsBitForBit) {
                                               num_blocks(pr.n_kv, plan.block_kv),
                                               densities[g() % std::size(densities)], g());
     SCOPED_TRACE("iter " + std::to_string(iter) + " plan " + plan_id(plan));
-    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused), "");
+    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, (iter / 4) % 2 == 1), "");  // c_q = 1 both ways
   }
 }
 
@@ -219,11 +239,56 @@ TEST(LaunchPrepGpu, WanSizedMaskMatchesCpu) {
                          "sm90a.mma.bf16.d128.q64c2.kv64c2.g1.trun.split4.s2.w4",
                          "sm90a.mma.bf16.d128.q64r4.kv64p4.g2p.tdesc.split2.s2.w4",
                          "sm90a.mma.bf16.d128.q64d.kv64r2.g1p.tasc.split8.s2.w4"}) {
-    SCOPED_TRACE(id);
     const Plan plan = parse_plan_id(id);
-    DeviceTileMetadata dev;
-    prepare_plan_gpu(plan, dms, pr, nullptr, dev);
-    ASSERT_EQ(first_difference(download_tile_metadata(dev, nullptr), prepare_plan_cpu(plan, ms, pr)), "");
+    const HostTileMetadata cpu = prepare_plan_cpu(plan, ms, pr);
+    for (const bool persistent_rows : {false, true}) {
+      SCOPED_TRACE(std::string(id) + (persistent_rows ? " persistent rows" : ""));
+      DeviceTileMetadata dev;
+      dev.persistent_row_builder = persistent_rows;
+      prepare_plan_gpu(plan, dms, pr, nullptr, dev);
+      ASSERT_EQ(first_difference(download_tile_metadata(dev, nullptr), cpu), "");
+      ASSERT_TRUE(lookback_state_is_zero(dev));
+    }
+  }
+}
+
+// The persistent streaming tile-row builder (DeviceTileMetadata::persistent_row_builder) where it runs: c_q = 1
+// (Direct or Refined Q) with Coarsened, packed or Refined KV. Up to ~150,000 tile rows (several thousand 30-row
+// tickets: many per resident CTA, so every CTA goes through its pipeline several times), rows of mixed density (empty
+// tickets, staged tickets, and on wide rows tickets over the 8,192 staged columns that read global memory), every
+// traversal. One object is reused and alternates the persistent and the one-CTA-per-ticket kernel: both must match
+// the CPU twins bit for bit, and each launch must leave the look-back state zero (a ticket counter left behind would
+// shift every later launch's tickets).
+TEST(LaunchPrepGpu, PersistentRowBuilderMatchesCpuTwinsBitForBit) {
+  TESSERA_REQUIRE_GPU();
+  std::mt19937_64 g(0x9e75157);
+  DeviceTileMetadata reused;
+  for (int iter = 0; iter < 12; ++iter) {
+    Plan plan;
+    plan.head_dim = 64;
+    const bool refine_q = iter % 3 == 2;
+    plan.q = refine_q ? DimMapping{MappingKind::kRefine, 2} : DimMapping{MappingKind::kDirect, 1};
+    plan.block_q = refine_q ? 32 : 16;
+    do {
+      plan.kv = random_mapping(g, true, plan.block_kv);
+    } while (plan.kv.kind == MappingKind::kDirect);  // Direct KV keeps mu(M)'s offsets: no look-back
+    random_org(g, plan);
+    const bool wide = iter % 2 == 1;  // wide rows: 30 rows x ~0.27 x 600-1,100 blocks, around 8,192 columns
+    const std::int64_t q_blocks = wide ? 4000 + static_cast<std::int64_t>(g() % 4000)
+                                       : 20000 + static_cast<std::int64_t>(g() % 20000);
+    const std::int64_t kv_blocks = wide ? 600 + static_cast<std::int64_t>(g() % 500)
+                                        : 40 + static_cast<std::int64_t>(g() % 120);
+    PrepProblem pr;
+    pr.batch = 1;
+    pr.heads_kv = 1 + static_cast<std::int64_t>(g() % 2);
+    pr.heads_q = 2 * pr.heads_kv;
+    pr.n_q = q_blocks * plan.block_q;
+    pr.n_kv = kv_blocks * plan.block_kv;
+    pr.head_dim = 64;
+    const auto dm = mixed_rows_mask(1, pr.heads_q, q_blocks, kv_blocks, g);
+    SCOPED_TRACE("iter " + std::to_string(iter) + " plan " + plan_id(plan));
+    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, true), "");
+    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, false), "");
   }
 }
 

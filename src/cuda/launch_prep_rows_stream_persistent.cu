@@ -1,0 +1,227 @@
+// Persistent streaming tile-row builder: the alternative to launch_prep_rows_stream.cu's one-CTA-per-ticket kernel
+// for c_q == 1 plans with a look-back (Coarsened, Refined and packed KV), chosen on the host
+// (DeviceTileMetadata::persistent_row_builder; default off). Same output, same per-ticket method
+// (launch_prep_rows_stream.cuh: 2 tile rows per worker warp, staged columns, ballot ranks); what
+// changes is who waits for the decoupled look-back. In the streaming kernel 15 warps idle at a CTA barrier while
+// warp 0 waits for its predecessors' counts (35-40 % of the warp samples on the H200). Here:
+//  - The grid is the CTAs that are resident at once (SMs x CTAs per SM, from the occupancy API). A CTA takes tickets
+//    (atomic counter, ticket order = prefix order) until they run out.
+//  - 15 worker warps and one look-back warp (warp 15): 512 threads, 3 CTAs per SM at 40 registers as the streaming
+//    kernel (with 16 workers + 1, ptxas allowed 32 registers at 3 CTAs per SM, and spilled). A ticket is 30 tile
+//    rows, 2 per worker warp; the look-back warp scans them one per lane (lanes 30, 31 idle). Step k of a CTA, T_k
+//    its k-th ticket:
+//      workers:         stage + count T_k (buffer k % 2) | arrive COUNTED | wait OFFSETS | emit T_{k-1}
+//      look-back warp:  finish T_{k-1}'s look-back, write its offsets, take T_{k+1} and load its column span
+//                       (so the workers stage it without a dependent load) | arrive OFFSETS |
+//                       wait COUNTED | scan T_k's counts, publish T_k's aggregate
+//    T_{k-1}'s aggregate was published one step earlier, so its look-back runs while the workers stage and count
+//    T_k; the workers wait on it only when it has not resolved within that time.
+//  - Two buffers of staged columns (2 x 32 KB dynamic shared memory) and of row facts.
+//  - Handoffs by named barriers, two ids per direction (step parity), so no thread arrives twice at a barrier before
+//    it completes: COUNTED + k % 2 (workers arrive, the look-back warp waits) and OFFSETS + (k + 1) % 2 (the
+//    look-back warp arrives, workers wait; it also carries T_{k+1}'s number). The workers alone sync on WORKERS
+//    before they restage a buffer.
+// Deadlock freedom: a CTA publishes each ticket's aggregate without waiting on any look-back (the look-back warp
+// waits only for its own workers' counts, which wait for nothing outside the CTA), and a look-back of ticket t
+// waits only for tickets below t, all taken by running CTAs. By induction over tickets, every aggregate is published
+// and every look-back ends, whether or not all CTAs are resident.
+// State cleanup: each CTA's look-back warp counts the CTA done once, after its last look-back and its last ticket
+// (the one past the end); the last of the grid clears the statuses of all tickets and the counters
+// (lookback_finish_warp), so the state is zero again after every launch.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "core/launch_prep_rules.hpp"
+#include "cuda/check.cuh"
+#include "cuda/launch_prep_kernels.cuh"
+#include "cuda/launch_prep_lookback.cuh"
+#include "cuda/launch_prep_rows_stream.cuh"
+#include "kernels/ptx/named_barrier.cuh"
+
+namespace tessera::prep {
+
+namespace {
+
+using namespace detail;
+using namespace stream;
+
+constexpr int kPersistentThreads = kThreads;            // 512, as the streaming kernel
+constexpr int kWorkerThreads = kPersistentThreads - 32;  // 15 worker warps
+constexpr std::int32_t kRowsPerTicket = kWorkerThreads / 32 * kRowsPerWarp;  // 30
+static_assert(kRowsPerTicket <= kRowsPerCta);  // one row per lane of the look-back warp
+constexpr int kCtasPerSm = 3;  // 3 x 512 threads (<= 40 registers), 3 x (64 KB + row facts) of shared memory
+constexpr int kLookBackSpan = 4;  // statuses per lane per look-back step: 128 tickets (a CTA's last one is ~grid back)
+constexpr int kDynamicSmem = 2 * kStageCols * static_cast<int>(sizeof(std::int32_t));  // two staging buffers
+// Named barrier ids (0 is __syncthreads): COUNTED + parity, OFFSETS + parity, WORKERS.
+constexpr int kBarCounted = 1, kBarOffsets = 3, kBarWorkers = 5;
+
+struct PersistentShared {
+  CtaRows rows[2];          // row facts of T_k in rows[k % 2]
+  std::int32_t ticket[2];   // T_k in ticket[k % 2]
+  std::int32_t span[2][2];  // T_k's columns [span[k % 2][0], span[k % 2][1]) in mu(M), for its staging
+};
+
+// The look-back warp: the columns of ticket t's rows (t < n_tiles) into span (lanes 0 and 1, one load each), so
+// the workers start staging t without a dependent global load.
+__device__ __forceinline__ void load_ticket_span(const PrepParams& p, const std::int32_t* __restrict__ row_offsets,
+                                                 std::int32_t t, std::int32_t* span) {
+  const int lane = threadIdx.x % 32;
+  const std::int32_t rows = static_cast<std::int32_t>(p.tile_rows());
+  if (lane < 2) span[lane] = __ldg(row_offsets + min((t + lane) * kRowsPerTicket, rows));
+}
+
+// The look-back warp (see the file comment). Ends after the step whose ticket is past the last.
+__device__ __forceinline__ void lookback_warp(const PrepParams& p, const std::int32_t* __restrict__ row_offsets,
+                                              const LookBackState& lb, std::int32_t n_tiles, PersistentShared& sh,
+                                              std::int32_t* __restrict__ tile_offsets) {
+  const int lane = threadIdx.x % 32;
+  std::int32_t cur = sh.ticket[0], prev = -1;  // T_k, T_{k-1} (-1: none)
+  std::int32_t total = 0;                      // T_{k-1}'s entries; the exclusive scan of its rows' entry counts
+                                               // waits in its CtaRows::first (no register across the walk)
+  for (int k = 0;; ++k) {
+    const bool more = cur < n_tiles;
+    std::uint32_t next = 0;
+    if (more && lane == 0) next = atomicAdd(lb.counters, 1u);  // T_{k+1}; its round trip overlaps the walk
+    if (prev >= 0) {
+      const auto before =
+          static_cast<std::int32_t>(lookback_resolve<kLookBackSpan>(lb, prev, static_cast<std::uint64_t>(total)));
+      CtaRows& cr = sh.rows[(k + 1) & 1];
+      const bool row = lane < kRowsPerTicket;
+      write_cta_row_offsets(cr, p, prev, kRowsPerTicket, before, row ? cr.first[lane] : 0, row ? cr.entries[lane] : 0,
+                            tile_offsets);
+    }
+    next = __shfl_sync(kFull, next, 0);
+    if (more && static_cast<std::int32_t>(next) < n_tiles)
+      load_ticket_span(p, row_offsets, static_cast<std::int32_t>(next), sh.span[(k + 1) & 1]);
+    if (more && lane == 0) sh.ticket[(k + 1) & 1] = static_cast<std::int32_t>(next);
+    if (prev < 0 && !more) break;  // the CTA's first ticket is past the last: the workers did nothing
+    ptx::named_barrier_arrive(kBarOffsets + ((k + 1) & 1), kPersistentThreads);
+    if (!more) break;
+    ptx::named_barrier_sync(kBarCounted + (k & 1), kPersistentThreads);
+    CtaRows& cr = sh.rows[k & 1];
+    const std::int32_t v = lane < kRowsPerTicket ? cr.entries[lane] : 0;
+    const std::int32_t excl = warp_exclusive_scan(v, lane);
+    total = __shfl_sync(kFull, excl + v, 31);
+    if (lane < kRowsPerTicket) cr.first[lane] = excl;  // read back at the look-back's end (step k + 1)
+    lookback_publish(lb, cur, static_cast<std::uint64_t>(total));
+    prev = cur;
+    cur = static_cast<std::int32_t>(next);
+  }
+  lookback_finish_warp(lb, static_cast<std::int32_t>(gridDim.x), n_tiles);
+}
+
+// The 15 worker warps (see the file comment): step k stages and counts T_k, then writes T_{k-1}'s rows; a last step
+// past the final ticket only writes.
+__device__ __forceinline__ void worker_warps(const PrepParams& p, const std::int32_t* __restrict__ row_offsets,
+                                             const std::int32_t* __restrict__ cols, std::int32_t n_tiles,
+                                             PersistentShared& sh, std::int32_t* stage,
+                                             std::int32_t* __restrict__ kv_tile, std::uint64_t* __restrict__ member,
+                                             std::int32_t* __restrict__ gather, int desc) {
+  const UnitRules ur(p);
+  std::int32_t cur = sh.ticket[0];
+  if (cur >= n_tiles) return;  // the CTA's first ticket is past the last
+  // Where T_{k-1} (prev) and T_k (this) read their columns: the first column of the staged copy; -1: not staged
+  // (global memory); kPastLast: T_k is past the last ticket. One register across the emission (no spills).
+  constexpr std::int32_t kPastLast = -2;
+  std::int32_t prev_first = -1;
+  for (int k = 0;; ++k) {
+    std::int32_t this_first = kPastLast;
+    if (cur < n_tiles) {
+      ptx::named_barrier_sync(kBarWorkers, kWorkerThreads);  // buffer k % 2 is free: T_{k-2}'s rows are written
+      std::int32_t* st = stage + (k & 1) * kStageCols;
+      std::int32_t first = 0;
+      if (stage_columns_issue<kWorkerThreads>(cols, sh.span[k & 1][0], sh.span[k & 1][1], st, first)) {
+        ptx::cp_async_wait<0>();
+        ptx::named_barrier_sync(kBarWorkers, kWorkerThreads);
+        count_cta_rows(p, ur, cur, kRowsPerTicket, row_offsets, SharedColumns{st, first}, sh.rows[k & 1]);
+        this_first = first;
+      } else {
+        count_cta_rows(p, ur, cur, kRowsPerTicket, row_offsets, GlobalColumns{cols}, sh.rows[k & 1]);
+        this_first = -1;
+      }
+      ptx::named_barrier_arrive(kBarCounted + (k & 1), kPersistentThreads);
+    }
+    ptx::named_barrier_sync(kBarOffsets + ((k + 1) & 1), kPersistentThreads);
+    if (k > 0) {
+      const CtaRows& cr = sh.rows[(k + 1) & 1];
+      if (prev_first >= 0) {
+        emit_cta_rows<true>(p, ur, SharedColumns{stage + ((k + 1) & 1) * kStageCols, prev_first}, cr, desc, kv_tile,
+                            member, gather);
+      } else {
+        emit_cta_rows<true>(p, ur, GlobalColumns{cols}, cr, desc, kv_tile, member, gather);
+      }
+    }
+    if (this_first == kPastLast) return;
+    prev_first = this_first;
+    cur = sh.ticket[(k + 1) & 1];
+  }
+}
+
+__global__ void __launch_bounds__(kPersistentThreads, kCtasPerSm)
+    rows_stream_persistent_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
+                                  const std::int32_t* __restrict__ cols, std::int32_t* __restrict__ tile_offsets,
+                                  LookBackState lb, std::int32_t* __restrict__ kv_tile,
+                                  std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather, int desc,
+                                  std::int32_t n_tiles) {
+  extern __shared__ __align__(16) std::int32_t stage[];  // [2][kStageCols]
+  __shared__ PersistentShared sh;
+  if (threadIdx.x >= kWorkerThreads) {  // the look-back warp takes the first ticket
+    std::uint32_t t0 = 0;
+    if (threadIdx.x == kWorkerThreads) t0 = atomicAdd(lb.counters, 1u);
+    t0 = __shfl_sync(kFull, t0, 0);
+    if (threadIdx.x == kWorkerThreads) sh.ticket[0] = static_cast<std::int32_t>(t0);
+    if (static_cast<std::int32_t>(t0) < n_tiles)
+      load_ticket_span(p, row_offsets, static_cast<std::int32_t>(t0), sh.span[0]);
+  }
+  __syncthreads();
+  if (threadIdx.x >= kWorkerThreads) {
+    lookback_warp(p, row_offsets, lb, n_tiles, sh, tile_offsets);
+  } else {
+    worker_warps(p, row_offsets, cols, n_tiles, sh, stage, kv_tile, member, gather, desc);
+  }
+}
+
+// Resident CTAs of the persistent kernel on the current device (SMs x CTAs per SM), found once per device (devices
+// 0..63; the shared-memory opt-in is set then too); 0 when it cannot run there.
+int persistent_ctas() {
+  static std::atomic<int> known[64];  // per device: 0 not yet asked, -1 cannot run, else the CTAs
+  int dev = 0;
+  TESSERA_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 64) {
+    const int c = known[dev].load(std::memory_order_relaxed);
+    if (c != 0) return std::max(c, 0);
+  }
+  const void* fn = reinterpret_cast<const void*>(&rows_stream_persistent_kernel);
+  int per_sm = 0, sms = 0;
+  if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, kDynamicSmem) != cudaSuccess) {
+    (void)cudaGetLastError();  // too little shared memory on this device: not an error, the caller falls back
+  } else {
+    TESSERA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kPersistentThreads, kDynamicSmem));
+    TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  }
+  const int ctas = per_sm * sms > 0 ? per_sm * sms : -1;
+  if (dev < 64) known[dev].store(ctas, std::memory_order_relaxed);
+  return std::max(ctas, 0);
+}
+
+}  // namespace
+
+bool launch_tile_rows_stream_persistent(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
+                                        std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
+                                        std::uint64_t* member, std::int32_t* gather, cudaStream_t stream) {
+  const std::int64_t rows = p.tile_rows();
+  if (rows == 0 || p.c_q != 1 || tile_offsets_are_mask_offsets(p)) return false;
+  const int resident = persistent_ctas();
+  if (resident == 0) return false;
+  const auto n_tiles = static_cast<std::int32_t>((rows + kRowsPerTicket - 1) / kRowsPerTicket);
+  const auto ctas = static_cast<unsigned>(std::min<std::int64_t>(n_tiles, resident));
+  rows_stream_persistent_kernel<<<ctas, kPersistentThreads, kDynamicSmem, stream>>>(
+      p, row_offsets, cols, tile_offsets, detail::lookback_state(lookback), kv_tile, member, gather,
+      p.traversal == 1 ? 1 : 0, n_tiles);
+  TESSERA_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
+}  // namespace tessera::prep
