@@ -7,10 +7,10 @@
 // split the GPU time at an event between the tile-row builders (rows_us, with the buffers' growth and memsets)
 // and the work-item builders (items_us). Preparation runs as the Runtime runs it (implicit_items = true: unsplit,
 // non-persistent plans build no work-item list, items_us ~ 0); --explicit-items builds the list for every plan.
-// --persistent-rows builds the tile rows of c_q = 1 plans with a look-back (kv c/p/r) with the persistent streaming
-// kernel (DeviceTileMetadata::persistent_row_builder) instead of the default one-CTA-per-ticket kernel.
+// --row-builder auto|streaming|persistent: the tile-row kernel of c_q = 1 plans with a look-back (kv c/p/r)
+// (DeviceTileMetadata::row_builder; auto, the default, is what the Runtime uses: prep::prefer_persistent_rows).
 // Usage: bench_launch_prep [--runs N] [--heads H] [--density D] [--plan SUBSTR] [--explicit-items]
-//                          [--persistent-rows] [--out DIR]
+//                          [--row-builder auto|streaming|persistent] [--out DIR]
 //   (writes DIR/launch_prep.json). --runs below 50 is for profilers (ncu); --plan keeps the plans whose id
 //   contains SUBSTR.
 #include <cuda_runtime.h>
@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
   double density = 0.10;
   std::string out_dir, plan_filter;
   bool implicit_items = true;
-  bool persistent_rows = false;
+  prep::RowBuilder row_builder = prep::RowBuilder::kAuto;
+  const char* row_builder_name = "auto";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -85,10 +86,18 @@ int main(int argc, char** argv) {
     else if (a == "--out") out_dir = next();
     else if (a == "--plan") plan_filter = next();
     else if (a == "--explicit-items") implicit_items = false;
-    else if (a == "--persistent-rows") persistent_rows = true;
-    else {
+    else if (a == "--row-builder") {
+      const std::string v = next();
+      if (v == "auto") row_builder = prep::RowBuilder::kAuto, row_builder_name = "auto";
+      else if (v == "streaming") row_builder = prep::RowBuilder::kStreaming, row_builder_name = "streaming";
+      else if (v == "persistent") row_builder = prep::RowBuilder::kPersistent, row_builder_name = "persistent";
+      else {
+        std::fprintf(stderr, "--row-builder: expected auto, streaming or persistent, got '%s'\n", v.c_str());
+        return 2;
+      }
+    } else {
       std::fprintf(stderr, "usage: bench_launch_prep [--runs N] [--heads H] [--density D] [--plan SUBSTR] "
-                           "[--explicit-items] [--persistent-rows] [--out DIR]\n");
+                           "[--explicit-items] [--row-builder auto|streaming|persistent] [--out DIR]\n");
       return 2;
     }
   }
@@ -107,7 +116,7 @@ int main(int argc, char** argv) {
               "%d runs, tile-row builder for c_q = 1: %s\n",
               (long long)n, (long long)heads, (long long)nb, (long long)nb,
               static_cast<double>(dm.nnz) / (heads * nb * nb), (long long)dm.nnz, runs,
-              persistent_rows ? "persistent" : "streaming (default)");
+              row_builder_name);
   const char* const mappings[] = {
       "q64d.kv64d",  "q64c2.kv64d", "q64c4.kv64d", "q64c8.kv64d", "q64r2.kv64d", "q64r4.kv64d",
       "q64d.kv64c2", "q64d.kv64c4", "q64d.kv64c8", "q64d.kv64p2", "q64d.kv64p4", "q64d.kv64p8",
@@ -130,7 +139,7 @@ int main(int argc, char** argv) {
   for (const std::string& id : ids) {
     const Plan plan = parse_plan_id(id);
     DeviceTileMetadata md;
-    md.persistent_row_builder = persistent_rows;
+    md.row_builder = row_builder;
     for (int w = 0; w < 3; ++w) {  // allocations happen here
       enqueue_prepare_plan_gpu(plan, dm, pr, s, md, implicit_items);
       finish_prepare_plan_gpu(md, s);
@@ -173,7 +182,7 @@ int main(int argc, char** argv) {
                        {"gpu_us_median_after_idle", gi},
                        {"wall_us_median", w}, {"entries", md.n_entries},
                        {"items", md.n_items}, {"implicit_items", md.implicit_items}, {"partials", md.n_partials},
-                       {"persistent_rows", persistent_rows},
+                       {"row_builder", row_builder_name},
                        {"runs", runs},
                        {"metadata_bytes_bound", md.bounds.metadata_bytes}});
   }

@@ -112,7 +112,9 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
                             out.tmp_kv.as<std::int32_t>(), out.tmp_member.as<std::uint64_t>(),
                             out.tmp_gather.as<std::int32_t>(), out.runs.as<std::int32_t>(),
                             out.lookback.as<std::uint64_t>(), out.cub_temp.data(), out.cub_temp.bytes()};
-    prep::build_tile_rows_gpu(p, mask_rows, mask_cols, tb, s, out.persistent_row_builder);
+    const bool persistent_rows = out.row_builder == prep::RowBuilder::kPersistent ||
+                                 (out.row_builder == prep::RowBuilder::kAuto && prep::prefer_persistent_rows(p));
+    prep::build_tile_rows_gpu(p, mask_rows, mask_cols, tb, s, persistent_rows);
     out.row_offsets_ptr = prep::tile_offsets_are_mask_offsets(p) ? mask_rows
                                                                   : out.tile_row_offsets.as<const std::int32_t>();
     out.kv_tile_ptr = p.pack ? nullptr : out.kv_tile.as<const std::int32_t>();

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/launch_prep.hpp"
+#include "core/row_builder_choice.hpp"
 #include "tessera/cuda_types.hpp"
 #include "tessera/mask_state_gpu.hpp"
 
@@ -32,12 +33,11 @@ struct DeviceTileMetadata {
   /// written; the kernel computes item q from the query-tile geometry. Set by enqueue_prepare_plan_gpu.
   bool implicit_items = false;
   std::int64_t mask_nnz = 0;  ///< active blocks of mu(M) (n_entries of a zero-copy plan)
-  /// Tile-row builder variant (experiment; not the plan's persistent organization): when true, plans with c_q == 1
-  /// whose tile-row offsets need a look-back (Coarsened, Refined or packed KV) are built by the persistent streaming
-  /// kernel (resident grid, look-back overlapped with the next ticket's counting) instead of the one-CTA-per-ticket
-  /// streaming kernel. Same output either way (both match the CPU twins bit for bit). Default false: the streaming
-  /// kernel. Read by enqueue_prepare_plan_gpu().
-  bool persistent_row_builder = false;
+  /// Tile-row builder for c_q == 1 plans whose offsets need a look-back (Coarsened, Refined or packed KV): kAuto
+  /// (default) takes the measured faster kernel (prep::prefer_persistent_rows), kStreaming / kPersistent force one
+  /// (tests, benchmarks). Same output either way: both match the CPU twins bit for bit. Read by
+  /// enqueue_prepare_plan_gpu().
+  prep::RowBuilder row_builder = prep::RowBuilder::kAuto;
   /// Benchmarks only: when set (a cudaEvent_t), enqueue_prepare_plan_gpu() records it on the stream between the
   /// tile-row builders and the work-item builders, so their GPU times can be told apart. Null: nothing recorded.
   void* rows_done_event = nullptr;

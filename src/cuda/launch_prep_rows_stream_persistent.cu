@@ -1,6 +1,6 @@
 // Persistent streaming tile-row builder: the alternative to launch_prep_rows_stream.cu's one-CTA-per-ticket kernel
 // for c_q == 1 plans with a look-back (Coarsened, Refined and packed KV), chosen on the host
-// (DeviceTileMetadata::persistent_row_builder; default off). Same output, same per-ticket method
+// (DeviceTileMetadata::row_builder; by default where prep::prefer_persistent_rows says so). Same output, same per-ticket method
 // (launch_prep_rows_stream.cuh: 2 tile rows per worker warp, staged columns, ballot ranks); what
 // changes is who waits for the decoupled look-back. In the streaming kernel 15 warps idle at a CTA barrier while
 // warp 0 waits for its predecessors' counts (35-40 % of the warp samples on the H200). Here:
@@ -10,21 +10,23 @@
 //    kernel (with 16 workers + 1, ptxas allowed 32 registers at 3 CTAs per SM, and spilled). A ticket is 30 tile
 //    rows, 2 per worker warp; the look-back warp scans them one per lane (lanes 30, 31 idle). Step k of a CTA, T_k
 //    its k-th ticket:
-//      workers:         stage + count T_k (buffer k % 2) | arrive COUNTED | wait OFFSETS | emit T_{k-1}
+//      workers:         stage + count T_k (buffer k % 2) | STEP | emit T_{k-1}
 //      look-back warp:  finish T_{k-1}'s look-back, write its offsets, take T_{k+1} and load its column span
-//                       (so the workers stage it without a dependent load) | arrive OFFSETS |
-//                       wait COUNTED | scan T_k's counts, publish T_k's aggregate
+//                       (so the workers stage it without a dependent load) | STEP |
+//                       scan T_k's counts, publish T_k's aggregate
 //    T_{k-1}'s aggregate was published one step earlier, so its look-back runs while the workers stage and count
 //    T_k; the workers wait on it only when it has not resolved within that time.
 //  - Two buffers of staged columns (2 x 32 KB dynamic shared memory) and of row facts.
-//  - Handoffs by named barriers, two ids per direction (step parity), so no thread arrives twice at a barrier before
-//    it completes: COUNTED + k % 2 (workers arrive, the look-back warp waits) and OFFSETS + (k + 1) % 2 (the
-//    look-back warp arrives, workers wait; it also carries T_{k+1}'s number). The workers alone sync on WORKERS
-//    before they restage a buffer.
-// Deadlock freedom: a CTA publishes each ticket's aggregate without waiting on any look-back (the look-back warp
-// waits only for its own workers' counts, which wait for nothing outside the CTA), and a look-back of ticket t
-// waits only for tickets below t, all taken by running CTAs. By induction over tickets, every aggregate is published
-// and every look-back ends, whether or not all CTAs are resident.
+//  - One handoff per step: all 512 threads meet at barrier STEP (bar.sync). Before it the workers have counted T_k
+//    and the look-back warp has written T_{k-1}'s offsets and T_{k+1}'s number; after it the workers emit T_{k-1}
+//    and the look-back warp scans T_k. (A first version used two producer/consumer barriers with bar.arrive;
+//    racecheck reported its handoffs as hazards, and the arrive never let a side run further ahead: each side waits
+//    for the other right after it arrives. The single barrier has the same critical path.) The workers alone sync
+//    on WORKERS before they restage a buffer.
+// Deadlock freedom: tickets are taken by running CTAs only. A CTA publishes T_k's aggregate once its workers counted
+// T_k (nothing outside the CTA) and T_{k-1}'s look-back ended; that look-back waits only for tickets below T_{k-1}.
+// By induction over tickets (all below t published => the look-back of t's predecessor in its CTA ends => t is
+// published), every aggregate is published and every look-back ends, whether or not all CTAs are resident.
 // State cleanup: each CTA's look-back warp counts the CTA done once, after its last look-back and its last ticket
 // (the one past the end); the last of the grid clears the statuses of all tickets and the counters
 // (lookback_finish_warp), so the state is zero again after every launch.
@@ -54,8 +56,8 @@ static_assert(kRowsPerTicket <= kRowsPerCta);  // one row per lane of the look-b
 constexpr int kCtasPerSm = 3;  // 3 x 512 threads (<= 40 registers), 3 x (64 KB + row facts) of shared memory
 constexpr int kLookBackSpan = 4;  // statuses per lane per look-back step: 128 tickets (a CTA's last one is ~grid back)
 constexpr int kDynamicSmem = 2 * kStageCols * static_cast<int>(sizeof(std::int32_t));  // two staging buffers
-// Named barrier ids (0 is __syncthreads): COUNTED + parity, OFFSETS + parity, WORKERS.
-constexpr int kBarCounted = 1, kBarOffsets = 3, kBarWorkers = 5;
+// Named barrier ids (0 is __syncthreads): STEP (all 512 threads), WORKERS (the 480 worker threads).
+constexpr int kBarStep = 1, kBarWorkers = 2;
 
 struct PersistentShared {
   CtaRows rows[2];          // row facts of T_k in rows[k % 2]
@@ -97,9 +99,8 @@ __device__ __forceinline__ void lookback_warp(const PrepParams& p, const std::in
       load_ticket_span(p, row_offsets, static_cast<std::int32_t>(next), sh.span[(k + 1) & 1]);
     if (more && lane == 0) sh.ticket[(k + 1) & 1] = static_cast<std::int32_t>(next);
     if (prev < 0 && !more) break;  // the CTA's first ticket is past the last: the workers did nothing
-    ptx::named_barrier_arrive(kBarOffsets + ((k + 1) & 1), kPersistentThreads);
+    ptx::named_barrier_sync(kBarStep, kPersistentThreads);  // T_k counted; T_{k-1}'s offsets and T_{k+1} known
     if (!more) break;
-    ptx::named_barrier_sync(kBarCounted + (k & 1), kPersistentThreads);
     CtaRows& cr = sh.rows[k & 1];
     const std::int32_t v = lane < kRowsPerTicket ? cr.entries[lane] : 0;
     const std::int32_t excl = warp_exclusive_scan(v, lane);
@@ -141,9 +142,8 @@ __device__ __forceinline__ void worker_warps(const PrepParams& p, const std::int
         count_cta_rows(p, ur, cur, kRowsPerTicket, row_offsets, GlobalColumns{cols}, sh.rows[k & 1]);
         this_first = -1;
       }
-      ptx::named_barrier_arrive(kBarCounted + (k & 1), kPersistentThreads);
     }
-    ptx::named_barrier_sync(kBarOffsets + ((k + 1) & 1), kPersistentThreads);
+    ptx::named_barrier_sync(kBarStep, kPersistentThreads);  // T_{k-1}'s offsets written, T_{k+1}'s number known
     if (k > 0) {
       const CtaRows& cr = sh.rows[(k + 1) & 1];
       if (prev_first >= 0) {

@@ -1,4 +1,5 @@
 // GPU launch-preparation builders vs their CPU twins, bit for bit, on >= 1,000 random masks and plans.
+#include <array>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -89,15 +90,19 @@ bool lookback_state_is_zero(const DeviceTileMetadata& md) {
   return std::all_of(words.begin(), words.end(), [](std::uint64_t w) { return w == 0; });
 }
 
-// Prepares `plan` for mask `dm` on the CPU and on the GPU (into `dev`, with the persistent streaming tile-row
-// builder when persistent_rows); the first difference, "" when identical (and "lookback state" when the GPU left its
-// look-back state nonzero).
+// The tile-row builder of test iteration i: streaming, persistent, automatic in turn.
+prep::RowBuilder builder(int i) {
+  return std::array{prep::RowBuilder::kStreaming, prep::RowBuilder::kPersistent, prep::RowBuilder::kAuto}[i % 3];
+}
+
+// Prepares `plan` for mask `dm` on the CPU and on the GPU (into `dev`, with tile-row builder `rb`); the first
+// difference, "" when identical (and "lookback state" when the GPU left its look-back state nonzero).
 std::string gpu_vs_cpu(const Plan& plan, const plan_testing::DenseBlockMask& dm, const PrepProblem& pr,
-                       DeviceTileMetadata& dev, bool persistent_rows = false) {
+                       DeviceTileMetadata& dev, prep::RowBuilder rb = prep::RowBuilder::kAuto) {
   const HostMaskState ms = plan_testing::host_mask_state(dm);
   const HostTileMetadata cpu = prepare_plan_cpu(plan, ms, pr);
   const DeviceMaskState dms = upload_mask_state(ms, nullptr);
-  dev.persistent_row_builder = persistent_rows;
+  dev.row_builder = rb;
   prepare_plan_gpu(plan, dms, pr, nullptr, dev);
   const std::string diff = first_difference(download_tile_metadata(dev, nullptr), cpu);
   if (!diff.empty()) return diff;
@@ -122,7 +127,8 @@ TEST(LaunchPrepGpu, MatchesCpuTwinsBitForBitOnRandomMasks) {
     const DeviceMaskState dms = upload_mask_state(ms, nullptr);
     DeviceTileMetadata fresh;
     DeviceTileMetadata& dev = iter % 2 ? reused : fresh;
-    dev.persistent_row_builder = (iter / 2) % 2 == 1;  // both streaming tile-row kernels, fresh and reused
+    // Both streaming tile-row kernels and the automatic choice, fresh and reused.
+    dev.row_builder = builder(iter / 2);
     // Every third request as the Runtime prepares it: unsplit plans get implicit work items (no list is built;
     // download_tile_metadata computes them as the kernels do, from the tile-row offsets).
     const bool implicit = iter % 3 == 0;
@@ -161,7 +167,7 @@ TEST(LaunchPrepGpu, LongRowsMatchCpuTwinsBitForBit) {
                                               num_blocks(pr.n_kv, plan.block_kv),
                                               densities[g() % std::size(densities)], g());
     SCOPED_TRACE("iter " + std::to_string(iter) + " plan " + plan_id(plan));
-    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, iter % 2 == 1), "");
+    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, builder(iter)), "");
   }
 }
 
@@ -192,7 +198,7 @@ TEST(LaunchPrepGpu, ManyRowsMatchCpuTwinsBitForBit) {
     const std::int64_t bm = g() % 2 ? pr.batch : 1, hm = g() % 2 ? pr.heads_q : 1;
     const auto dm = mixed_rows_mask(bm, hm, num_blocks(pr.n_q, plan.block_q), num_blocks(pr.n_kv, plan.block_kv), g);
     SCOPED_TRACE("iter " + std::to_string(iter) + " plan " + plan_id(plan));
-    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, iter % 2 == 1), "");
+    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, builder(iter)), "");
   }
 }
 
@@ -223,7 +229,7 @@ TEST(LaunchPrepGpu, VeryLongRowsMatchCpuTwinsBitForBit) {
                                               num_blocks(pr.n_kv, plan.block_kv),
                                               densities[g() % std::size(densities)], g());
     SCOPED_TRACE("iter " + std::to_string(iter) + " plan " + plan_id(plan));
-    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, (iter / 4) % 2 == 1), "");  // c_q = 1 both ways
+    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, builder(iter / 4)), "");  // c_q = 1 every way
   }
 }
 
@@ -244,7 +250,7 @@ TEST(LaunchPrepGpu, WanSizedMaskMatchesCpu) {
     for (const bool persistent_rows : {false, true}) {
       SCOPED_TRACE(std::string(id) + (persistent_rows ? " persistent rows" : ""));
       DeviceTileMetadata dev;
-      dev.persistent_row_builder = persistent_rows;
+      dev.row_builder = persistent_rows ? prep::RowBuilder::kPersistent : prep::RowBuilder::kStreaming;
       prepare_plan_gpu(plan, dms, pr, nullptr, dev);
       ASSERT_EQ(first_difference(download_tile_metadata(dev, nullptr), cpu), "");
       ASSERT_TRUE(lookback_state_is_zero(dev));
@@ -252,7 +258,7 @@ TEST(LaunchPrepGpu, WanSizedMaskMatchesCpu) {
   }
 }
 
-// The persistent streaming tile-row builder (DeviceTileMetadata::persistent_row_builder) where it runs: c_q = 1
+// The persistent streaming tile-row builder (RowBuilder::kPersistent) where it runs: c_q = 1
 // (Direct or Refined Q) with Coarsened, packed or Refined KV. Up to ~150,000 tile rows (several thousand 30-row
 // tickets: many per resident CTA, so every CTA goes through its pipeline several times), rows of mixed density (empty
 // tickets, staged tickets, and on wide rows tickets over the 8,192 staged columns that read global memory), every
@@ -287,8 +293,8 @@ TEST(LaunchPrepGpu, PersistentRowBuilderMatchesCpuTwinsBitForBit) {
     pr.head_dim = 64;
     const auto dm = mixed_rows_mask(1, pr.heads_q, q_blocks, kv_blocks, g);
     SCOPED_TRACE("iter " + std::to_string(iter) + " plan " + plan_id(plan));
-    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, true), "");
-    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, false), "");
+    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, prep::RowBuilder::kPersistent), "");
+    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, prep::RowBuilder::kStreaming), "");
   }
 }
 

@@ -1,0 +1,37 @@
+// prep::prefer_persistent_rows: the automatic tile-row builder choice (core/row_builder_choice.hpp), on the
+// parameters the plan ids give (make_prep_params), against the H200 measurement it encodes.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/launch_prep.hpp"
+#include "core/plan.hpp"
+#include "core/row_builder_choice.hpp"
+
+namespace tessera {
+namespace {
+
+bool prefers_persistent(const std::string& mappings) {
+  const Plan plan = parse_plan_id("sm90a.mma.bf16.d128." + mappings + ".g1.tasc.split1.s2.w4");
+  const MaskShape shape{1, 4, 100, 100};
+  const PrepProblem problem{1, 4, 4, 6400, 6400, 128};
+  return prep::prefer_persistent_rows(make_prep_params(plan, shape, problem));
+}
+
+TEST(RowBuilderChoice, PersistentForCoarsenedPackedAndRefinedByTwoKv) {
+  for (const char* m : {"q64d.kv64c2", "q64d.kv64c4", "q64d.kv64c8", "q64d.kv64p2", "q64d.kv64p4", "q64d.kv64p8",
+                        "q64d.kv64r2", "q64r2.kv64r2", "q64r4.kv64c2"}) {
+    EXPECT_TRUE(prefers_persistent(m)) << m;
+  }
+}
+
+TEST(RowBuilderChoice, StreamingForRefinedKvAboveTwoAndOutsideItsScope) {
+  // Refined KV by 4 measured slower persistent (store-bound); c_q > 1 and Direct KV never use either kernel.
+  for (const char* m : {"q64d.kv64r4", "q64r2.kv64r4", "q64d.kv64d", "q64r2.kv64d", "q64c2.kv64c2", "q64c2.kv64p2",
+                        "q64c4.kv64d"}) {
+    EXPECT_FALSE(prefers_persistent(m)) << m;
+  }
+}
+
+}  // namespace
+}  // namespace tessera
