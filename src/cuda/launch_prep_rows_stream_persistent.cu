@@ -1,6 +1,7 @@
 // Persistent streaming tile-row builder: the alternative to launch_prep_rows_stream.cu's one-CTA-per-ticket kernel
 // for c_q == 1 plans with a look-back (Coarsened, Refined and packed KV), chosen on the host
-// (DeviceTileMetadata::row_builder; by default where prep::prefer_persistent_rows says so). Same output, same per-ticket method
+// (DeviceTileMetadata::row_builder; by default where prep::prefer_persistent_rows says so). Same output, same
+// per-ticket method
 // (launch_prep_rows_stream.cuh: 2 tile rows per worker warp, staged columns, ballot ranks); what
 // changes is who waits for the decoupled look-back. In the streaming kernel 15 warps idle at a CTA barrier while
 // warp 0 waits for its predecessors' counts (35-40 % of the warp samples on the H200). Here:
@@ -17,12 +18,13 @@
 //    T_{k-1}'s aggregate was published one step earlier, so its look-back runs while the workers stage and count
 //    T_k; the workers wait on it only when it has not resolved within that time.
 //  - Two buffers of staged columns (2 x 32 KB dynamic shared memory) and of row facts.
-//  - One handoff per step: all 512 threads meet at barrier STEP (bar.sync). Before it the workers have counted T_k
-//    and the look-back warp has written T_{k-1}'s offsets and T_{k+1}'s number; after it the workers emit T_{k-1}
-//    and the look-back warp scans T_k. (A first version used two producer/consumer barriers with bar.arrive;
-//    racecheck reported its handoffs as hazards, and the arrive never let a side run further ahead: each side waits
-//    for the other right after it arrives. The single barrier has the same critical path.) The workers alone sync
-//    on WORKERS before they restage a buffer.
+//  - One handoff per step: all 512 threads meet at a CTA barrier (STEP = __syncthreads). Before it the workers
+//    have counted T_k and the look-back warp has written T_{k-1}'s offsets and T_{k+1}'s number; after it the
+//    workers emit T_{k-1} and the look-back warp scans T_k. The workers alone sync on WORKERS (a named barrier of
+//    480 threads) before they restage a buffer. (A first version handed over with bar.arrive / bar.sync pairs;
+//    each side waited for the other right after arriving, so one barrier has the same critical path. Racecheck
+//    reported hazards across the arrive handoffs and also across a named bar.sync of all 512 threads; barrier 0
+//    is the form whose ordering it models.)
 // Deadlock freedom: tickets are taken by running CTAs only. A CTA publishes T_k's aggregate once its workers counted
 // T_k (nothing outside the CTA) and T_{k-1}'s look-back ended; that look-back waits only for tickets below T_{k-1}.
 // By induction over tickets (all below t published => the look-back of t's predecessor in its CTA ends => t is
@@ -56,8 +58,8 @@ static_assert(kRowsPerTicket <= kRowsPerCta);  // one row per lane of the look-b
 constexpr int kCtasPerSm = 3;  // 3 x 512 threads (<= 40 registers), 3 x (64 KB + row facts) of shared memory
 constexpr int kLookBackSpan = 4;  // statuses per lane per look-back step: 128 tickets (a CTA's last one is ~grid back)
 constexpr int kDynamicSmem = 2 * kStageCols * static_cast<int>(sizeof(std::int32_t));  // two staging buffers
-// Named barrier ids (0 is __syncthreads): STEP (all 512 threads), WORKERS (the 480 worker threads).
-constexpr int kBarStep = 1, kBarWorkers = 2;
+// Named barrier id of the 480 worker threads (STEP, all 512 threads, is __syncthreads: barrier 0).
+constexpr int kBarWorkers = 1;
 
 struct PersistentShared {
   CtaRows rows[2];          // row facts of T_k in rows[k % 2]
@@ -99,7 +101,7 @@ __device__ __forceinline__ void lookback_warp(const PrepParams& p, const std::in
       load_ticket_span(p, row_offsets, static_cast<std::int32_t>(next), sh.span[(k + 1) & 1]);
     if (more && lane == 0) sh.ticket[(k + 1) & 1] = static_cast<std::int32_t>(next);
     if (prev < 0 && !more) break;  // the CTA's first ticket is past the last: the workers did nothing
-    ptx::named_barrier_sync(kBarStep, kPersistentThreads);  // T_k counted; T_{k-1}'s offsets and T_{k+1} known
+    __syncthreads();  // T_k counted; T_{k-1}'s offsets and T_{k+1} known
     if (!more) break;
     CtaRows& cr = sh.rows[k & 1];
     const std::int32_t v = lane < kRowsPerTicket ? cr.entries[lane] : 0;
@@ -143,7 +145,7 @@ __device__ __forceinline__ void worker_warps(const PrepParams& p, const std::int
         this_first = -1;
       }
     }
-    ptx::named_barrier_sync(kBarStep, kPersistentThreads);  // T_{k-1}'s offsets written, T_{k+1}'s number known
+    __syncthreads();  // T_{k-1}'s offsets written, T_{k+1}'s number known
     if (k > 0) {
       const CtaRows& cr = sh.rows[(k + 1) & 1];
       if (prev_first >= 0) {

@@ -113,7 +113,9 @@ TEST(Runtime, EveryEligiblePlanOfARequestMatchesTheReference) {
   Runtime rt;
   GpuCase c = make_case(7, 64, 64, 900, 4, 1, 128, DType::kBFloat16, 0.25);
   const auto plans = rt.eligible_plans(c.req);
-  ASSERT_GT(plans.size(), 10u);
+  // The whole catalog (23 entries) gives this request more than 10 plans; a build filtered by
+  // TESSERA_KERNEL_FILTER (one entry: 8 plans) at least two.
+  ASSERT_GT(plans.size(), kernels::compiled_entries().size() >= 20 ? 10u : 1u);
   // One-stage entries (.s1) are reachable: t64x128.w4.s1 serves 64 x 64 blocks Coarsened/packed by 2 on KV.
   if (kernels::find_compiled_entry("mma.bf16.d128.t64x128.w4.s1")) {
     EXPECT_TRUE(std::any_of(plans.begin(), plans.end(), [](const std::string& id) {
