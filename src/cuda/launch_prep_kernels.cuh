@@ -32,8 +32,8 @@ bool tile_offsets_are_mask_offsets(const PrepParams& p);
 std::int64_t tile_rows_lookback_words(const PrepParams& p);
 
 /// Whether one launch builds the tile rows of plan `p` (no count pass, no scan): the streaming builder when
-/// c_q == 1 (any KV mapping, any row length), else the single-pass bitmap builder for span forms whose CTA row
-/// bitmaps fit in shared memory.
+/// c_q == 1 (any KV mapping, any row length), else the single-pass bitmap builder (span and packed KV) when its CTA
+/// row bitmaps fit in shared memory.
 bool tile_rows_single_pass_fits(const PrepParams& p);
 
 /// Streaming tile-row builder for c_q == 1 (launch_prep_rows_stream.cu): writes the rows' entries (kv_tile or
@@ -54,11 +54,11 @@ bool launch_tile_rows_stream_persistent(const PrepParams& p, const std::int32_t*
                                         std::uint64_t* member, std::int32_t* gather, cudaStream_t stream);
 
 /// Single-pass bitmap tile-row builder (launch_prep_rows_single_pass.cu), for c_q > 1: writes the rows' entries
-/// (kv_tile, member) in ascending or descending traversal order and, unless tile_offsets_are_mask_offsets(p),
-/// tile_offsets. Returns false without launching anything when the bitmaps do not fit (or packed KV).
+/// (kv_tile or gather, member) in ascending or descending traversal order, and tile_offsets. Returns false without
+/// launching anything when c_q == 1 or the bitmaps do not fit.
 bool build_tile_rows_single_pass(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                                  std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                                 std::uint64_t* member, cudaStream_t stream);
+                                 std::uint64_t* member, std::int32_t* gather, cudaStream_t stream);
 
 /// Builds the tile rows (single pass, else count + scan + fill), then applies the traversal order.
 /// persistent_stream: where the streaming builder needs a look-back, run its persistent form

@@ -306,7 +306,8 @@ void build_tile_rows_gpu(const PrepParams& p, const std::int32_t* row_offsets, c
   if (!persistent_done &&
       !build_tile_rows_stream(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out, gather_out,
                               stream) &&
-      !build_tile_rows_single_pass(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out, stream)) {
+      !build_tile_rows_single_pass(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out, gather_out,
+                                   stream)) {
     if (!mask_offsets) {
       tile_rows_kernel<false><<<row_blocks(rows + 1), kThreads, 0, stream>>>(p, row_offsets, cols, b.tile_offsets,
                                                                            nullptr, nullptr, nullptr, 0);
