@@ -1,4 +1,4 @@
-// Single-pass GPU tile-row builder (span forms): every tile row's entries and membership, and the tile-row
+// Single-pass GPU tile-row builder (c_q > 1, span and packed forms): every tile row's entries and membership, and the
 // offsets, in one launch that reads mu(M)'s columns once. Output is defined by core/launch_prep_rules.hpp
 // (build_tile_row, reorder_tile_row for desc) and equals the CPU twins bit for bit; only the method differs:
 //  - One warp per tile row, 4 rows per CTA. The warp loads all columns of the row's c_q logical rows (contiguous

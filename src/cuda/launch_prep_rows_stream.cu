@@ -1,6 +1,7 @@
 // Streaming GPU tile-row builder for plans whose tile rows are single logical rows (c_q == 1): Direct, Coarsened,
-// Refined and packed KV, in every traversal order (ascending, descending, run-major). Output is defined by core/launch_prep_rules.hpp (build_tile_row)
-// and equals the CPU twins bit for bit; only the method differs from the bitmap builders:
+// Refined and packed KV, in every traversal order (ascending, descending, run-major). Output is defined by
+// core/launch_prep_rules.hpp (build_tile_row, reorder_tile_row) and equals the CPU twins bit for bit; only the method
+// differs from the bitmap builders:
 //  - 32 consecutive tile rows per CTA, 2 per warp (16 warps): fewer CTAs than one row per warp and 4 per CTA, so
 //    fewer look-back steps and atomics (on the H200 that form spent about half the kernel in the look-back), while
 //    enough warps stay resident (8 rows per warp filled 0.7 of a wave). Any row length (no bitmap). The row's
