@@ -101,7 +101,9 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
     if (!p.pack) grow(out.kv_tile, bd.entries * 4);
     if (p.membership) grow(out.member, bd.entries * 8);
     if (p.pack) grow(out.gather_blocks, bd.entries * p.pack * 4);
-    if (p.traversal == 2) {  // run-major: ascending rows in scratch, then the reorder
+    if (p.traversal == 2 && prep::run_major_in_emission(p)) {  // run tables of rows whose columns are not staged
+      grow(out.runs, mask.nnz * 4);
+    } else if (p.traversal == 2) {  // run-major: ascending rows in scratch, then the reorder
       if (!p.pack) grow(out.tmp_kv, bd.entries * 4);
       if (p.membership) grow(out.tmp_member, bd.entries * 8);
       if (p.pack) grow(out.tmp_gather, bd.entries * p.pack * 4);

@@ -18,7 +18,8 @@ struct DeviceTileMetadata {
   // Metadata arrays (see TileMetadataView). For a plan that needs no tile-row building (c_q == 1, Direct KV,
   // ascending traversal) tile_row_offsets / kv_tile point into the mask state itself: zero copy.
   DeviceBuffer tile_row_offsets, kv_tile, member, gather_blocks, items, merge_offsets, merge_targets;
-  // Scratch: run-major reorder copies and run starts, persistent sort keys, CUB temporary storage, totals.
+  // Scratch: run-major run tables (c_q == 1) or reorder copies and run starts (c_q > 1), persistent sort keys, CUB
+  // temporary storage, totals.
   DeviceBuffer tmp_kv, tmp_member, tmp_gather, keys, keys_alt, items_alt, cub_temp, totals, runs;
   // Decoupled look-back state of the single-pass builders (statuses + counters): zeroed when allocated, and every
   // builder launch leaves it zero again.

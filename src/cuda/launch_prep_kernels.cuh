@@ -9,7 +9,8 @@
 
 namespace tessera::prep {
 
-/// Device arrays of the tile-row builder. tmp_* and runs ([entries] int32) are used only for run-major traversal.
+/// Device arrays of the tile-row builder. tmp_* and runs are used only for run-major traversal: with
+/// run_major_in_emission(p) runs only ([mask nnz] int32), else all ([entries] each: ascending scratch + reorder).
 struct TileRowBuffers {
   std::int32_t* tile_offsets;  ///< [rows + 1]
   std::int32_t* kv_tile;       ///< [entries] span forms
@@ -32,33 +33,38 @@ bool tile_offsets_are_mask_offsets(const PrepParams& p);
 std::int64_t tile_rows_lookback_words(const PrepParams& p);
 
 /// Whether one launch builds the tile rows of plan `p` (no count pass, no scan): the streaming builder when
-/// c_q == 1 (any KV mapping, any row length), else the single-pass bitmap builder for span forms whose CTA row
-/// bitmaps fit in shared memory.
+/// c_q == 1 (any KV mapping, any row length), else the single-pass bitmap builder (span and packed KV) when its CTA
+/// row bitmaps fit in shared memory.
 bool tile_rows_single_pass_fits(const PrepParams& p);
 
 /// Streaming tile-row builder for c_q == 1 (launch_prep_rows_stream.cu): writes the rows' entries (kv_tile or
-/// gather, member) in ascending or descending traversal order and, unless tile_offsets_are_mask_offsets(p),
-/// tile_offsets (look-back state `lookback` as for the single-pass builder). Returns false without launching
+/// gather, member) in the plan's traversal order (run-major included: no reorder pass follows) and, unless
+/// tile_offsets_are_mask_offsets(p), tile_offsets (look-back state `lookback` as for the single-pass builder).
+/// runs: run-major scratch, at least mask nnz int32 (unused for other traversals). Returns false without launching
 /// anything when p.c_q != 1 or there are no rows.
 bool build_tile_rows_stream(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                             std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                            std::uint64_t* member, std::int32_t* gather, cudaStream_t stream);
+                            std::uint64_t* member, std::int32_t* gather, std::int32_t* runs, cudaStream_t stream);
+
+/// Whether the tile-row builder writes run-major order itself (c_q == 1: the streaming builder), so run-major needs
+/// no ascending scratch copy and no reorder launch; the scratch `runs` then needs mask nnz words (else entries).
+inline bool run_major_in_emission(const PrepParams& p) { return p.c_q == 1; }
 
 /// Persistent form of the streaming builder (launch_prep_rows_stream_persistent.cu): the same output as
 /// build_tile_rows_stream, from one resident grid whose CTAs take 32-row tickets in a loop and overlap each ticket's
 /// look-back with the next ticket's counting. Returns false without launching anything when the streaming builder
-/// would not need a look-back (tile_offsets_are_mask_offsets), when p.c_q != 1 or there are no rows, or when the
-/// kernel cannot run on the current device.
+/// would not need a look-back (tile_offsets_are_mask_offsets), for run-major traversal (the streaming builder writes
+/// it directly), when p.c_q != 1 or there are no rows, or when the kernel cannot run on the current device.
 bool launch_tile_rows_stream_persistent(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                                         std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
                                         std::uint64_t* member, std::int32_t* gather, cudaStream_t stream);
 
 /// Single-pass bitmap tile-row builder (launch_prep_rows_single_pass.cu), for c_q > 1: writes the rows' entries
-/// (kv_tile, member) in ascending or descending traversal order and, unless tile_offsets_are_mask_offsets(p),
-/// tile_offsets. Returns false without launching anything when the bitmaps do not fit (or packed KV).
+/// (kv_tile or gather, member) in ascending or descending traversal order, and tile_offsets. Returns false without
+/// launching anything when c_q == 1 or the bitmaps do not fit.
 bool build_tile_rows_single_pass(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                                  std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                                 std::uint64_t* member, cudaStream_t stream);
+                                 std::uint64_t* member, std::int32_t* gather, cudaStream_t stream);
 
 /// Builds the tile rows (single pass, else count + scan + fill), then applies the traversal order.
 /// persistent_stream: where the streaming builder needs a look-back, run its persistent form

@@ -1,4 +1,4 @@
-// Single-pass GPU tile-row builder (span forms): every tile row's entries and membership, and the tile-row
+// Single-pass GPU tile-row builder (c_q > 1, span and packed forms): every tile row's entries and membership, and the
 // offsets, in one launch that reads mu(M)'s columns once. Output is defined by core/launch_prep_rules.hpp
 // (build_tile_row, reorder_tile_row for desc) and equals the CPU twins bit for bit; only the method differs:
 //  - One warp per tile row, 4 rows per CTA. The warp loads all columns of the row's c_q logical rows (contiguous
@@ -11,8 +11,12 @@
 //  - Emission from the bitmap, 32 entries at a time with one entry per lane (each lane finds its entry's word,
 //    unit and offset from a warp scan of the per-word counts and a byte select table in shared memory), stored
 //    coalesced. Descending traversal is the index permutation n - 1 - k.
-// Used for c_q in {2, 4, 8}, one kernel per c_q (c_q == 1 goes to the streaming builder,
-// launch_prep_rows_stream.cu); packed KV with c_q > 1 uses the two-pass builder.
+//  - Packed KV: the same expansion one unit per lane (unit rank k of the row: entry k / pack, slot k % pack), so
+//    consecutive lanes store consecutive gather slots; an entry's membership is a segmented OR over its (at most
+//    pack) lanes, carried into the next round when the entry continues there, and stored once by one lane (no
+//    clearing pass, no atomics).
+// Used for c_q in {2, 4, 8}, one kernel per c_q and form (span / packed) (c_q == 1 goes to the streaming builder,
+// launch_prep_rows_stream.cu).
 // Rows whose bitmaps do not fit (4 * c_q * ceil(n_kvb / 32) words > 32 KB: n_kvb > 8,192 at c_q = 8, > 16,384 at
 // c_q = 4, > 32,768 at c_q = 2) use the two-pass builder in launch_prep_tiles.cu.
 #include <cuda_runtime.h>
@@ -105,13 +109,13 @@ __device__ __forceinline__ void load_row(const PrepParams& p, const std::int32_t
   __syncwarp();
 }
 
-// Entries of the row in the bitmap (warp-uniform result).
+// Entries (span forms) or units (packed) of the row in the bitmap (warp-uniform result).
 template <int kCq>
 __device__ __forceinline__ std::int32_t count_row(const UnitRules& ur, const RowBitmap<kCq>& r) {
   std::int32_t n = 0;
   for (std::int32_t w = threadIdx.x % 32; w < r.words; w += 32)
     n += ur.count(group_heads(r.union_word(w), ur.c_kv), w * 32);
-  return warp_sum(n);  // span forms only (no packing)
+  return warp_sum(n);
 }
 
 // Membership bits of the span unit whose head is bit b of word w: byte qi holds (row qi's word >> b) & group_mask,
@@ -197,17 +201,89 @@ __device__ __forceinline__ void emit_span_row(const UnitRules& ur, const RowBitm
   }
 }
 
+// Packed KV (c_kv == 1: a unit is a logical kv block): the row's n_units units in n_row entries. g_row: the gather
+// slots of the row's first entry (gather + o * pack); m_row: its membership (member + o), or null. desc: entry i of
+// the row goes to entry n_row - 1 - i (its slots keep their order). Per stretch of 32 words as emit_span_row, then
+// one unit per lane: lane L takes the stretch's unit e = base + L (row rank k = done + e) and writes gather slot
+// k % pack of entry k / pack (consecutive lanes: consecutive slots; the slot of a lane is fixed within a stretch,
+// since pack divides 32, so the store addresses are cursors stepped by 32 slots per round), and its membership bits
+// (byte qi: bit k % pack when logical row qi has the block). An entry's bits are OR-ed over its lanes by a
+// segmented inclusive scan (slot s takes lane L - off when s >= off), so the entry's last unit (slot pack - 1, or the
+// row's last unit) holds them all and stores them; an entry that continues into the next round (or stretch) passes
+// its bits on through `carry`, which lane 0 of the next round adds. The padding slots (-1) of the last entry follow.
+template <int kCq>
+__device__ __forceinline__ void emit_packed_row(const UnitRules& ur, const RowBitmap<kCq>& r, std::int32_t n_units,
+                                                std::int32_t n_row, int desc, std::int32_t* __restrict__ g_row,
+                                                std::uint64_t* __restrict__ m_row, const std::uint8_t* lut) {
+  using Bits = std::conditional_t<kCq == 8, std::uint64_t, std::uint32_t>;  // bit qi * 8 + slot < 32 for c_q <= 4
+  const int lane = threadIdx.x % 32;
+  const int pack = ur.pack;
+  const int log_pack = log2_factor(pack);
+  const auto row_saddr = static_cast<std::uint32_t>(__cvta_generic_to_shared(r.bm));
+  const std::int32_t flip = n_row - 1;  // desc: entry i of the row -> flip - i
+  const int step = desc ? -1 : 1;
+  Bits carry = 0;         // bits of the entry that the previous round left open (0 when none)
+  std::int32_t done = 0;  // units of the row before this stretch
+  for (std::int32_t w0 = 0; w0 < r.words; w0 += 32) {
+    const std::int32_t w = w0 + lane;
+    const std::uint32_t u = w < r.words ? r.union_word(w) : 0u;
+    if (__ballot_sync(kFull, u != 0) == 0) continue;  // warp-uniform: no block in these 32 words
+    const std::int32_t count = __popc(u);
+    const std::int32_t first = warp_exclusive_scan(count, lane);
+    const std::int32_t total = __shfl_sync(kFull, first + count, 31);
+    const std::int32_t k0 = done + lane;  // the lane's row rank in the first round
+    const int slot = k0 & (pack - 1);     // the same in every round of the stretch
+    // Slot index from the row's first gather slot: asc k; desc (flip - k / pack) * pack + slot.
+    std::int32_t g_at = desc ? flip * pack + 2 * slot - k0 : k0;
+    std::int32_t m_at = desc ? flip - (k0 >> log_pack) : k0 >> log_pack;
+    const std::int32_t m_step = step * (32 >> log_pack);
+#pragma unroll 1
+    for (std::int32_t base = 0; base < total; base += 32, g_at += 32 * step, m_at += m_step) {
+      const std::int32_t e = base + lane;
+      const int owner = warp_owner_lane(first, e);
+      const std::int32_t k = e - __shfl_sync(kFull, first, owner);  // unit inside the owner's word
+      const std::uint32_t h = __shfl_sync(kFull, u, owner);
+      Bits bits = 0;
+      if (e < total) {
+        const int b = nth_set_bit(h, k, lut);
+        const std::int32_t ow = w0 + owner;
+        g_row[g_at] = ow * 32 + b;
+        if (m_row) bits = static_cast<Bits>(span_bits<kCq>(row_saddr, ow, b, 0x01010101u)) << slot;
+      }
+      if (m_row) {  // warp-uniform
+        if (lane == 0) bits |= carry;
+#pragma unroll
+        for (int off = 1; off < kMaxMappingFactor; off <<= 1) {
+          if (off < pack) {  // warp-uniform
+            const Bits up = __shfl_up_sync(kFull, bits, off);  // lanes below off get their own bits: OR is a no-op
+            if (slot >= off) bits |= up;
+          }
+        }
+        const int last = min(31, total - 1 - base);  // the round's last unit
+        carry = ((done + base + last) & (pack - 1)) != pack - 1 ? __shfl_sync(kFull, bits, last) : Bits{0};
+        if (e < total && (slot == pack - 1 || done + e == n_units - 1)) m_row[m_at] = bits;
+      }
+    }
+    done += total;
+  }
+  const std::int32_t pad = n_units + lane;  // padding slots of the last entry: fewer than pack
+  if (pad < n_row * pack) {
+    const std::int32_t de = desc ? flip - (pad >> log_pack) : pad >> log_pack;
+    g_row[de * pack + (pad & (pack - 1))] = -1;
+  }
+}
+
 // The byte select table in global memory, copied into each CTA's shared memory.
 __device__ const ByteSelectTable kByteSelectTable = make_byte_select_table();
 
-// Entry offsets from the look-back, written to tile_offsets (c_q > 1: the tile rows are never mu(M)'s rows). Span
-// forms only (p.pack == 0: tile_rows_single_pass_fits). kCq: p.c_q (2, 4 or 8).
-template <int kCq>
+// Entry offsets from the look-back, written to tile_offsets (c_q > 1: the tile rows are never mu(M)'s rows).
+// kCq: p.c_q (2, 4 or 8); kPacked: p.pack != 0 (gather slots), else a span form (kv_tile).
+template <int kCq, bool kPacked>
 __global__ void __launch_bounds__(kThreads, kMinCtasSpan)
     rows_single_pass_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
                             const std::int32_t* __restrict__ cols, std::int32_t* __restrict__ tile_offsets,
                             LookBackState lb, std::int32_t words, std::int32_t* __restrict__ kv_tile,
-                            std::uint64_t* __restrict__ member, int desc) {
+                            std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather, int desc) {
   extern __shared__ uint4 bitmaps_v[];  // [kWarps][words][kCq] words (16-byte aligned for the vector loads)
   __shared__ std::int32_t bounds[kWarps][kMaxMappingFactor + 1];
   __shared__ std::int32_t row_entries[kWarps];
@@ -224,7 +300,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtasSpan)
   const RowBitmap<kCq> r{reinterpret_cast<std::uint32_t*>(bitmaps_v) + warp * kCq * words, words};
   if (has_row) load_row<kCq>(p, row_offsets, cols, row, r.bm, words, bounds[warp]);
   const UnitRules ur(p);  // after load_row: its fields would be live (and spilled at c_q = 8) across the loads
-  const std::int32_t n_row = has_row ? count_row(ur, r) : 0;
+  const std::int32_t n_count = has_row ? count_row(ur, r) : 0;  // entries (span) or units (packed)
+  const std::int32_t n_row = kPacked ? (n_count + ur.pack - 1) >> log2_factor(ur.pack) : n_count;
   if (lane == 0) row_entries[warp] = n_row;
   __syncthreads();
   if (warp == 0) {
@@ -241,29 +318,44 @@ __global__ void __launch_bounds__(kThreads, kMinCtasSpan)
   }
   if (warp == 0) lookback_finish_warp(lb, static_cast<std::int32_t>(gridDim.x));  // the other warps go on
   if (!has_row || n_row == 0) return;
-  const std::int64_t first_at = desc ? o + n_row - 1 : o;  // where the row's entry 0 goes
-  emit_span_row<kCq>(ur, r, desc ? -1 : 1, kv_tile + first_at, p.membership ? member + first_at : nullptr,
-                     reinterpret_cast<const std::uint8_t*>(lut_v));
+  const auto* lut = reinterpret_cast<const std::uint8_t*>(lut_v);
+  if constexpr (kPacked) {
+    emit_packed_row<kCq>(ur, r, n_count, n_row, desc, gather + o * ur.pack, p.membership ? member + o : nullptr,
+                         lut);
+  } else {
+    const std::int64_t first_at = desc ? o + n_row - 1 : o;  // where the row's entry 0 goes
+    emit_span_row<kCq>(ur, r, desc ? -1 : 1, kv_tile + first_at, p.membership ? member + first_at : nullptr, lut);
+  }
 }
 
 std::int32_t bitmap_words(const PrepParams& p) { return static_cast<std::int32_t>((p.n_kvb + 31) / 32); }
 
 std::int64_t smem_bytes(const PrepParams& p) { return std::int64_t{kWarps} * p.c_q * bitmap_words(p) * 4; }
 
-// The kernel for p.c_q (2, 4 or 8).
+template <int kCq>
+void launch_rows_cq(const PrepParams& p, unsigned ctas, std::size_t smem, const std::int32_t* row_offsets,
+                    const std::int32_t* cols, std::int32_t* tile_offsets, LookBackState lb, std::int32_t* kv_tile,
+                    std::uint64_t* member, std::int32_t* gather, int desc, cudaStream_t stream) {
+  const std::int32_t words = bitmap_words(p);
+  if (p.pack) {
+    rows_single_pass_kernel<kCq, true><<<ctas, kThreads, smem, stream>>>(p, row_offsets, cols, tile_offsets, lb,
+                                                                         words, kv_tile, member, gather, desc);
+  } else {
+    rows_single_pass_kernel<kCq, false><<<ctas, kThreads, smem, stream>>>(p, row_offsets, cols, tile_offsets, lb,
+                                                                          words, kv_tile, member, gather, desc);
+  }
+}
+
+// The kernel for p.c_q (2, 4 or 8) and the KV form.
 void launch_rows(const PrepParams& p, unsigned ctas, std::size_t smem, const std::int32_t* row_offsets,
                  const std::int32_t* cols, std::int32_t* tile_offsets, LookBackState lb, std::int32_t* kv_tile,
-                 std::uint64_t* member, int desc, cudaStream_t stream) {
-  const std::int32_t words = bitmap_words(p);
+                 std::uint64_t* member, std::int32_t* gather, int desc, cudaStream_t stream) {
   if (p.c_q == 2) {
-    rows_single_pass_kernel<2>
-        <<<ctas, kThreads, smem, stream>>>(p, row_offsets, cols, tile_offsets, lb, words, kv_tile, member, desc);
+    launch_rows_cq<2>(p, ctas, smem, row_offsets, cols, tile_offsets, lb, kv_tile, member, gather, desc, stream);
   } else if (p.c_q == 4) {
-    rows_single_pass_kernel<4>
-        <<<ctas, kThreads, smem, stream>>>(p, row_offsets, cols, tile_offsets, lb, words, kv_tile, member, desc);
+    launch_rows_cq<4>(p, ctas, smem, row_offsets, cols, tile_offsets, lb, kv_tile, member, gather, desc, stream);
   } else {
-    rows_single_pass_kernel<8>
-        <<<ctas, kThreads, smem, stream>>>(p, row_offsets, cols, tile_offsets, lb, words, kv_tile, member, desc);
+    launch_rows_cq<8>(p, ctas, smem, row_offsets, cols, tile_offsets, lb, kv_tile, member, gather, desc, stream);
   }
 }
 
@@ -273,23 +365,24 @@ std::int64_t tile_rows_lookback_words(const PrepParams& p) {
   return detail::lookback_words((p.tile_rows() + kWarps - 1) / kWarps);
 }
 
-// Packed KV stays on the two-pass builder: on the H200 (Wan2.1 720p Q64K64, bench_launch_prep at 5f48252) the
-// one-pass packed emission took 214 / 256 / 309 us for kv64p2 / p4 / p8 against 160 us for the two-pass
-// builder (bench/NOTES.md, "Launch preparation, third pass"); that emission was removed (it is in git history at
-// d5a7fbb, src/cuda/launch_prep_rows_single_pass.cu, for a rework).
+// Packed KV with c_q > 1 is built here too (emit_packed_row). An earlier one-pass packed emission, in which one lane
+// built each packed entry by walking the bitmap, took 214 / 256 / 309 us for kv64p2 / p4 / p8 on the H200 against
+// 160 us for the two-pass builder (bench/NOTES.md, "Launch preparation, third pass"; git history at d5a7fbb): a
+// serial, divergent walk per lane and per-lane scattered stores. emit_packed_row expands one unit per lane as the
+// span emission does (bench/NOTES.md, "Packed KV with c_q > 1 on the single-pass builder").
 bool tile_rows_single_pass_fits(const PrepParams& p) {
   if (p.c_q == 1) return true;  // launch_prep_rows_stream.cu
-  return (p.c_q == 2 || p.c_q == 4 || p.c_q == 8) && !p.pack && smem_bytes(p) <= kMaxSmemBytes;
+  return (p.c_q == 2 || p.c_q == 4 || p.c_q == 8) && smem_bytes(p) <= kMaxSmemBytes;
 }
 
 bool build_tile_rows_single_pass(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                                  std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                                 std::uint64_t* member, cudaStream_t stream) {
+                                 std::uint64_t* member, std::int32_t* gather, cudaStream_t stream) {
   const std::int64_t rows = p.tile_rows();
   if (rows == 0 || p.c_q == 1 || !tile_rows_single_pass_fits(p)) return false;
   const auto ctas = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
   launch_rows(p, ctas, static_cast<std::size_t>(smem_bytes(p)), row_offsets, cols, tile_offsets,
-              detail::lookback_state(lookback), kv_tile, member, p.traversal == 1 ? 1 : 0, stream);
+              detail::lookback_state(lookback), kv_tile, member, gather, p.traversal == 1 ? 1 : 0, stream);
   TESSERA_CUDA_CHECK_LAUNCH();
   return true;
 }

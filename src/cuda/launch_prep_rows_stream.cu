@@ -1,6 +1,7 @@
 // Streaming GPU tile-row builder for plans whose tile rows are single logical rows (c_q == 1): Direct, Coarsened,
-// Refined and packed KV, ascending or descending. Output is defined by core/launch_prep_rules.hpp (build_tile_row)
-// and equals the CPU twins bit for bit; only the method differs from the bitmap builders:
+// Refined and packed KV, in every traversal order (ascending, descending, run-major). Output is defined by
+// core/launch_prep_rules.hpp (build_tile_row, reorder_tile_row) and equals the CPU twins bit for bit; only the method
+// differs from the bitmap builders:
 //  - 32 consecutive tile rows per CTA, 2 per warp (16 warps): fewer CTAs than one row per warp and 4 per CTA, so
 //    fewer look-back steps and atomics (on the H200 that form spent about half the kernel in the look-back), while
 //    enough warps stay resident (8 rows per warp filled 0.7 of a wave). Any row length (no bitmap). The row's
@@ -14,6 +15,8 @@
 //    (Direct KV) with no look-back.
 //  - Membership: span units OR 1 << (col % c_kv) over their (at most c_kv) columns; a packed entry with k units
 //    has bits 0 .. k-1 (c_q == 1: one logical row).
+//  - Run-major traversal: written directly in its final order (launch_prep_run_major.cuh: each row's runs are found
+//    and given their destinations while the counts are taken, then the emission maps every entry to its run).
 #include <cuda_runtime.h>
 
 #include "core/launch_prep_rules.hpp"
@@ -21,6 +24,7 @@
 #include "cuda/launch_prep_kernels.cuh"
 #include "cuda/launch_prep_lookback.cuh"
 #include "cuda/launch_prep_rows_stream.cuh"
+#include "cuda/launch_prep_run_major.cuh"
 
 namespace tessera::prep {
 
@@ -29,18 +33,23 @@ namespace {
 using namespace detail;
 using namespace stream;
 
-// The rows of one CTA (ticket `tile`): first every row's entry count, then (kLookBack) one look-back for the CTA's
-// total, then the rows are written. All threads.
-template <bool kLookBack, class Columns>
+// The rows of one CTA (ticket `tile`): first every row's entry count (kRunMajor: and its run table), then
+// (kLookBack) one look-back for the CTA's total, then the rows are written. All threads.
+template <bool kLookBack, bool kRunMajor, class Columns>
 __device__ __forceinline__ void rows_stream_cta(const PrepParams& p, const UnitRules& ur, std::int32_t tile,
                                                 const std::int32_t* __restrict__ row_offsets, Columns cs,
-                                                std::int32_t* __restrict__ tile_offsets, const LookBackState& lb,
-                                                std::int32_t* __restrict__ kv_tile, std::uint64_t* __restrict__ member,
-                                                std::int32_t* __restrict__ gather, int desc) {
+                                                RunTables tables, std::int32_t* __restrict__ tile_offsets,
+                                                const LookBackState& lb, std::int32_t* __restrict__ kv_tile,
+                                                std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather,
+                                                int desc) {
   __shared__ CtaRows cr;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   count_cta_rows(p, ur, tile, kRowsPerCta, row_offsets, cs, cr);
+  if (kRunMajor) {
+    __syncwarp();
+    plan_cta_runs(ur, cs, cr, tables);  // the warp's own rows: no CTA barrier needed before
+  }
   if (kLookBack) {
     __syncthreads();
     if (warp == 0) {  // kRowsPerCta == 32: one row per lane
@@ -55,31 +64,56 @@ __device__ __forceinline__ void rows_stream_cta(const PrepParams& p, const UnitR
   } else {
     __syncwarp();
   }
-  emit_cta_rows<kLookBack>(p, ur, cs, cr, desc, kv_tile, member, gather);
+  if constexpr (kRunMajor) {
+    emit_cta_rows_run_major<kLookBack>(p, ur, cs, cr, tables, kv_tile, member, gather);
+  } else {
+    emit_cta_rows<kLookBack>(p, ur, cs, cr, desc, kv_tile, member, gather);
+  }
 }
 
 // kRowsPerCta consecutive tile rows per CTA, kRowsPerWarp per warp; their columns are read from a shared copy when
-// it fits (stage_columns), else from global memory.
-template <bool kLookBack>
+// it fits (stage_columns), else from global memory. kRunMajor (run-major traversal): half the staged columns, and
+// the other half of the shared memory holds the rows' run tables (launch_prep_run_major.cuh); with columns from
+// global memory the run tables are `runs` (global scratch, mu(M)'s size).
+template <bool kLookBack, bool kRunMajor>
 __global__ void __launch_bounds__(kThreads, 3)
     rows_stream_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
                        const std::int32_t* __restrict__ cols, std::int32_t* __restrict__ tile_offsets, LookBackState lb,
                        std::int32_t* __restrict__ kv_tile, std::uint64_t* __restrict__ member,
-                       std::int32_t* __restrict__ gather, int desc) {
-  __shared__ alignas(16) std::int32_t stage[kStageCols];
+                       std::int32_t* __restrict__ gather, std::int32_t* __restrict__ runs, int desc) {
+  constexpr std::int32_t kCapacity = kRunMajor ? kStageCols / 2 : kStageCols;
+  __shared__ alignas(16) std::int32_t stage[kCapacity];
+  __shared__ std::int32_t run_tables[kRunMajor ? kCapacity : 1];
   __shared__ std::int32_t cta_ticket;
   const std::int32_t rows = static_cast<std::int32_t>(p.tile_rows());
   const std::int32_t tile = kLookBack ? lookback_ticket(lb, cta_ticket) : static_cast<std::int32_t>(blockIdx.x);
   const UnitRules ur(p);
   const std::int32_t cta_r0 = tile * kRowsPerCta;  // < rows: one CTA per kRowsPerCta rows
   std::int32_t first = 0;
-  if (stage_columns(cols, __ldg(row_offsets + cta_r0), __ldg(row_offsets + min(cta_r0 + kRowsPerCta, rows)), stage,
-                    first)) {
-    rows_stream_cta<kLookBack>(p, ur, tile, row_offsets, SharedColumns{stage, first}, tile_offsets, lb, kv_tile,
-                               member, gather, desc);
+  if (stage_columns<kCapacity>(cols, __ldg(row_offsets + cta_r0),
+                               __ldg(row_offsets + min(cta_r0 + kRowsPerCta, rows)), stage, first)) {
+    rows_stream_cta<kLookBack, kRunMajor>(p, ur, tile, row_offsets, SharedColumns{stage, first},
+                                          RunTables{run_tables, first}, tile_offsets, lb, kv_tile, member, gather,
+                                          desc);
   } else {
-    rows_stream_cta<kLookBack>(p, ur, tile, row_offsets, GlobalColumns{cols}, tile_offsets, lb, kv_tile, member,
-                               gather, desc);
+    rows_stream_cta<kLookBack, kRunMajor>(p, ur, tile, row_offsets, GlobalColumns{cols}, RunTables{runs, 0},
+                                          tile_offsets, lb, kv_tile, member, gather, desc);
+  }
+}
+
+template <bool kRunMajor>
+void launch_rows_stream(const PrepParams& p, unsigned ctas, const std::int32_t* row_offsets, const std::int32_t* cols,
+                        std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
+                        std::uint64_t* member, std::int32_t* gather, std::int32_t* runs, int desc,
+                        cudaStream_t stream) {
+  if (tile_offsets_are_mask_offsets(p)) {
+    rows_stream_kernel<false, kRunMajor><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, nullptr,
+                                                                        LookBackState{}, kv_tile, member, gather,
+                                                                        runs, desc);
+  } else {
+    rows_stream_kernel<true, kRunMajor><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, tile_offsets,
+                                                                       detail::lookback_state(lookback), kv_tile,
+                                                                       member, gather, runs, desc);
   }
 }
 
@@ -87,18 +121,17 @@ __global__ void __launch_bounds__(kThreads, 3)
 
 bool build_tile_rows_stream(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                             std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                            std::uint64_t* member, std::int32_t* gather, cudaStream_t stream) {
+                            std::uint64_t* member, std::int32_t* gather, std::int32_t* runs, cudaStream_t stream) {
   const std::int64_t rows = p.tile_rows();
   if (rows == 0 || p.c_q != 1) return false;
   const auto ctas = static_cast<unsigned>((rows + kRowsPerCta - 1) / kRowsPerCta);  // <= the single-pass builder's
   const int desc = p.traversal == 1 ? 1 : 0;
-  if (tile_offsets_are_mask_offsets(p)) {
-    rows_stream_kernel<false><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, nullptr, LookBackState{}, kv_tile,
-                                                             member, gather, desc);
+  if (p.traversal == 2) {
+    launch_rows_stream<true>(p, ctas, row_offsets, cols, tile_offsets, lookback, kv_tile, member, gather, runs, desc,
+                             stream);
   } else {
-    rows_stream_kernel<true><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, tile_offsets,
-                                                            detail::lookback_state(lookback), kv_tile, member, gather,
-                                                            desc);
+    launch_rows_stream<false>(p, ctas, row_offsets, cols, tile_offsets, lookback, kv_tile, member, gather, runs, desc,
+                              stream);
   }
   TESSERA_CUDA_CHECK_LAUNCH();
   return true;

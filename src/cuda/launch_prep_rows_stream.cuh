@@ -36,17 +36,18 @@ struct GlobalColumns {
   __device__ __forceinline__ std::int32_t operator[](std::int32_t i) const { return __ldg(g + i); }
 };
 
-// `kCopyThreads` threads (threadIdx.x < kCopyThreads): starts copying columns [cb, ce) into `stage`, from column
-// `first` = cb rounded down to a multiple of 4 on, when they fit and mu(M)'s column array is 16-byte aligned: whole
+// `kCopyThreads` threads (threadIdx.x < kCopyThreads): starts copying columns [cb, ce) into `stage` (kCapacity
+// columns), from column `first` = cb rounded down to a multiple of 4 on, when they fit and mu(M)'s column array is
+// 16-byte aligned: whole
 // 16-byte groups by cp.async, all in flight at once (one committed group), and a ragged tail of 1-3 columns by plain
 // loads (a 16-byte read there could pass the end of the array). Returns whether it did (uniform over the threads);
 // the caller waits for the group and then synchronizes the threads.
-template <int kCopyThreads>
+template <int kCopyThreads, std::int32_t kCapacity = kStageCols>
 __device__ __forceinline__ bool stage_columns_issue(const std::int32_t* __restrict__ cols, std::int32_t cb,
                                                     std::int32_t ce, std::int32_t* stage, std::int32_t& first) {
   first = cb & ~3;
   const bool aligned = (reinterpret_cast<std::uintptr_t>(cols) & 15) == 0;
-  if (!aligned || ce - first > kStageCols) return false;
+  if (!aligned || ce - first > kCapacity) return false;
   const std::int32_t whole = (ce - first) / 4;  // 16-byte groups inside [first, ce)
   for (std::int32_t k = threadIdx.x; k < whole; k += kCopyThreads)
     ptx::cp_async_16(ptx::smem_addr(stage + 4 * k), cols + first + 4 * k);
@@ -58,9 +59,10 @@ __device__ __forceinline__ bool stage_columns_issue(const std::int32_t* __restri
 }
 
 // All kThreads threads of the CTA: stage_columns_issue, then the wait and a CTA barrier when it copied.
+template <std::int32_t kCapacity = kStageCols>
 __device__ __forceinline__ bool stage_columns(const std::int32_t* __restrict__ cols, std::int32_t cb, std::int32_t ce,
                                               std::int32_t* stage, std::int32_t& first) {
-  if (!stage_columns_issue<kThreads>(cols, cb, ce, stage, first)) return false;
+  if (!stage_columns_issue<kThreads, kCapacity>(cols, cb, ce, stage, first)) return false;
   ptx::cp_async_wait<0>();
   __syncthreads();
   return true;
@@ -76,6 +78,7 @@ struct ColumnSweep {
   std::int32_t base, e;
   int log_ckv;
   std::int32_t c = 0, next = 0;
+  std::int32_t prev = -1;   // the column before this lane's (after step(); -1 at the row start)
   std::int32_t carry = -1;  // column before the chunk (-1: none; its unit -1 differs from every unit)
 
   __device__ __forceinline__ ColumnSweep(Columns cols_, std::int32_t b, std::int32_t e_, int log_ckv_)
@@ -94,7 +97,7 @@ struct ColumnSweep {
     } else {
       c = i < e ? cols[i] : 0;
     }
-    std::int32_t prev = __shfl_up_sync(kFull, c, 1);
+    prev = __shfl_up_sync(kFull, c, 1);
     if (lane == 0) prev = carry;
     carry = __shfl_sync(kFull, c, 31);
     return i < e && (prev >> log_ckv) != (c >> log_ckv);
@@ -124,25 +127,32 @@ __device__ __forceinline__ std::int32_t row_entry_count(const UnitRules& ur, Col
   return n;
 }
 
-// Writes the entries of one tile row (columns [b, e), n_units units, n_row entries at o; desc: reversed). Entry k
-// of the row goes to o + d0 + step * k (32-bit inside a row). Each form has its own loop, so the per-chunk work is
-// only its own:
+// Where emit_row puts the row's entry k (k in ascending build order) for ascending (step 1) or descending (d0 = n - 1,
+// step -1) traversal. emit_row calls chunk() once per 32 columns (the order of launch_prep_run_major.cuh needs it).
+struct LinearOrder {
+  std::int32_t d0, step;
+  template <class Sweep>
+  __device__ __forceinline__ void chunk(const UnitRules&, const Sweep&, bool, unsigned, std::int32_t) {}
+  __device__ __forceinline__ std::int32_t at(std::int32_t k) const { return d0 + step * k; }
+};
+
+// Writes the entries of one tile row (columns [b, e), n_units units, n_row entries at o): entry k of the row (k in
+// ascending build order) goes to o + order.at(k) (32-bit inside a row). Each form has its own loop, so the per-chunk
+// work is only its own:
 //  - packed: one gather slot per unit (consecutive ranks, so consecutive addresses); slot 0 also writes the entry's
 //    membership and the padding of a short last entry;
 //  - span: the lane that starts a unit writes its r_kv entries (fewer for the row's ragged last unit), with the
 //    unit's membership (c_q == 1: 8 bits, a 32-bit segmented OR). Expanding the entries one per lane instead
 //    (consecutive lanes on consecutive entries, the unit found with __fns) was slower on the H200: Refined r2/r4
 //    55/66 -> 80/111 us, from __fns's instruction cost (bench/NOTES.md).
-template <class Columns>
+template <class Columns, class Order>
 __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& ur, Columns cols, std::int32_t b,
-                                         std::int32_t e, std::int32_t n_units, std::int32_t n_row, std::int64_t o,
-                                         int desc, std::int32_t* __restrict__ kv_tile,
-                                         std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather) {
+                                         std::int32_t e, std::int32_t n_units, std::int64_t o, Order order,
+                                         std::int32_t* __restrict__ kv_tile, std::uint64_t* __restrict__ member,
+                                         std::int32_t* __restrict__ gather) {
   const int lane = threadIdx.x % 32;
   const int log_ckv = ur.log_ckv;
   const bool with_member = p.membership != 0;
-  const std::int32_t d0 = desc ? n_row - 1 : 0;
-  const std::int32_t step = desc ? -1 : 1;
   std::uint64_t* __restrict__ m_row = with_member ? member + o : nullptr;
   std::int32_t units_before = 0;
   if (ur.pack) {
@@ -152,10 +162,11 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
     for (ColumnSweep<Columns> sw(cols, b, e, log_ckv); sw.more(); sw.advance()) {
       const bool start = sw.step();
       const unsigned bal = __ballot_sync(kFull, start);
+      order.chunk(ur, sw, start, bal, units_before);
       if (start) {
         const std::int32_t rank = units_before + __popc(bal & lanes_below(lane));
         const std::int32_t slot = rank & (pack - 1);
-        const std::int32_t de = d0 + step * (rank >> log_pack);
+        const std::int32_t de = order.at(rank >> log_pack);
         g_row[de * pack + slot] = sw.c >> log_ckv;
         if (slot == 0) {
           const std::int32_t k = min(pack, n_units - rank);  // units of this entry
@@ -176,6 +187,7 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
     const std::int32_t c = sw.c;
     const std::int32_t unit = c >> log_ckv;
     const unsigned bal = __ballot_sync(kFull, start);
+    order.chunk(ur, sw, start, bal, units_before);
     std::uint32_t bits = 0;  // c_q == 1: membership bits 0 .. c_kv - 1
     if (with_member) {
       // OR of 1 << (col % c_kv) over the unit's columns: a segmented OR over the (at most c_kv) lanes of each unit
@@ -195,7 +207,7 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
       const std::int32_t first = (units_before + __popc(bal & lanes_below(lane))) * r_kv;
       const std::int32_t ne = ur.entries(unit);
       for (std::int32_t j = 0; j < ne; ++j) {
-        const std::int32_t d = d0 + step * (first + j);
+        const std::int32_t d = order.at(first + j);
         kv_row[d] = unit * r_kv + j;
         if (with_member) m_row[d] = bits;
       }
@@ -261,7 +273,8 @@ __device__ __forceinline__ void emit_cta_rows(const PrepParams& p, const UnitRul
     const std::int32_t n = cr.entries[r];
     if (n == 0) continue;
     const std::int64_t o = kLookBack ? cr.first[r] : cr.b[r];  // Direct KV: mu(M)'s offsets
-    emit_row(p, ur, cs, cr.b[r], cr.e[r], cr.units[r], n, o, desc, kv_tile, member, gather);
+    emit_row(p, ur, cs, cr.b[r], cr.e[r], cr.units[r], o, LinearOrder{desc ? n - 1 : 0, desc ? -1 : 1}, kv_tile,
+             member, gather);
   }
 }
 

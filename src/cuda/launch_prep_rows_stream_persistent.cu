@@ -214,14 +214,14 @@ bool launch_tile_rows_stream_persistent(const PrepParams& p, const std::int32_t*
                                         std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
                                         std::uint64_t* member, std::int32_t* gather, cudaStream_t stream) {
   const std::int64_t rows = p.tile_rows();
-  if (rows == 0 || p.c_q != 1 || tile_offsets_are_mask_offsets(p)) return false;
+  if (rows == 0 || p.c_q != 1 || tile_offsets_are_mask_offsets(p) || p.traversal == 2) return false;
   const int resident = persistent_ctas();
   if (resident == 0) return false;
   const auto n_tiles = static_cast<std::int32_t>((rows + kRowsPerTicket - 1) / kRowsPerTicket);
   const auto ctas = static_cast<unsigned>(std::min<std::int64_t>(n_tiles, resident));
   rows_stream_persistent_kernel<<<ctas, kPersistentThreads, kDynamicSmem, stream>>>(
       p, row_offsets, cols, tile_offsets, detail::lookback_state(lookback), kv_tile, member, gather,
-      p.traversal == 1 ? 1 : 0, n_tiles);
+      p.traversal == 1 ? 1 : 0, n_tiles);  // ascending or descending (run-major: the streaming kernel)
   TESSERA_CUDA_CHECK_LAUNCH();
   return true;
 }

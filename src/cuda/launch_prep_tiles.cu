@@ -1,9 +1,9 @@
 // GPU tile-row builders: refined tile lists, coarsened tile lists with membership bitmasks, packed KV index
 // lists, and the traversal order. Output is defined by core/launch_prep_rules.hpp (build_tile_row,
 // reorder_tile_row) and equals the CPU twins bit for bit; only the method differs. The streaming builder
-// (launch_prep_rows_stream.cu) serves every plan with c_q == 1, the single-pass bitmap builder
-// (launch_prep_rows_single_pass.cu) span forms with c_q > 1 whose bitmaps fit in shared memory; this file holds the
-// driver, the two-pass builder for the rest (packed KV with c_q > 1, very long rows) and the run-major reorder:
+// (launch_prep_rows_stream.cu) serves every plan with c_q == 1 (run-major included), the single-pass bitmap builder
+// (launch_prep_rows_single_pass.cu) plans with c_q > 1 whose bitmaps fit in shared memory; this file holds the
+// driver, the two-pass builder for the rest (c_q > 1 with very long rows) and the run-major reorder (c_q > 1):
 //  - Two-pass builder: one warp per tile row. The warp walks the row's kv-block space in windows of 1,024
 //    logical kv blocks (skipping windows no cursor reaches). For each of the row's c_q logical rows it loads the
 //    window's columns coalesced (32 per step) and sets them in a per-row bitmap in shared memory (32 words per
@@ -13,8 +13,8 @@
 //    entries at a time, one per lane (each lane finds its word by a shuffle binary search over the scan, its
 //    unit with __fns); membership bits are shifts of the owner's c_q words. No serial merge, no 64-bit division.
 //  - Counting: the bitmap kernel runs in count mode and CUB scans the counts into the tile-row offsets.
-//  - Traversal: descending is an index permutation inside the write pass; run-major writes ascending entries to
-//    scratch, then one warp per row (rows of <= 256 entries first copied into shared memory) finds the runs
+//  - Traversal: descending is an index permutation inside the write pass; run-major (c_q > 1) writes ascending
+//    entries to scratch, then one warp per row (rows of <= 256 entries first copied into shared memory) finds the runs
 //    (ballot over 32 entries at a time) and emits them by decreasing length (one sweep over the run list per
 //    distinct length, positions from a ballot prefix).
 #include <cub/device/device_scan.cuh>
@@ -292,10 +292,11 @@ void build_tile_rows_gpu(const PrepParams& p, const std::int32_t* row_offsets, c
   const bool mask_offsets = tile_offsets_are_mask_offsets(p);
   // Direct KV: tile rows are the logical rows, entries are the columns, offsets are mu(M)'s.
   const std::int32_t* offsets = mask_offsets ? row_offsets : b.tile_offsets;
-  const bool run_major = p.traversal == 2;  // ascending rows into scratch, then the reorder
-  std::int32_t* kv_out = run_major ? b.tmp_kv : b.kv_tile;
-  std::uint64_t* member_out = run_major ? b.tmp_member : b.member;
-  std::int32_t* gather_out = run_major ? b.tmp_gather : b.gather;
+  // Run-major with c_q > 1: ascending rows into scratch, then the reorder (c_q == 1: the streaming builder writes it).
+  const bool reorder = p.traversal == 2 && !run_major_in_emission(p);
+  std::int32_t* kv_out = reorder ? b.tmp_kv : b.kv_tile;
+  std::uint64_t* member_out = reorder ? b.tmp_member : b.member;
+  std::int32_t* gather_out = reorder ? b.tmp_gather : b.gather;
   if (rows == 0) {
     if (!mask_offsets) TESSERA_CUDA_CHECK(cudaMemsetAsync(b.tile_offsets, 0, sizeof(std::int32_t), stream));
     return;
@@ -304,9 +305,10 @@ void build_tile_rows_gpu(const PrepParams& p, const std::int32_t* row_offsets, c
                                launch_tile_rows_stream_persistent(p, row_offsets, cols, b.tile_offsets, b.lookback,
                                                                   kv_out, member_out, gather_out, stream);
   if (!persistent_done &&
-      !build_tile_rows_stream(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out, gather_out,
+      !build_tile_rows_stream(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out, gather_out, b.runs,
                               stream) &&
-      !build_tile_rows_single_pass(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out, stream)) {
+      !build_tile_rows_single_pass(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out, gather_out,
+                                   stream)) {
     if (!mask_offsets) {
       tile_rows_kernel<false><<<row_blocks(rows + 1), kThreads, 0, stream>>>(p, row_offsets, cols, b.tile_offsets,
                                                                            nullptr, nullptr, nullptr, 0);
@@ -320,7 +322,7 @@ void build_tile_rows_gpu(const PrepParams& p, const std::int32_t* row_offsets, c
         p.traversal == 1 ? 1 : 0);
     TESSERA_CUDA_CHECK_LAUNCH();
   }
-  if (run_major) {
+  if (reorder) {
     run_major_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(p, offsets, b.tmp_kv, b.tmp_member, b.tmp_gather,
                                                                 b.runs, b.kv_tile, b.member, b.gather);
     TESSERA_CUDA_CHECK_LAUNCH();

@@ -233,6 +233,74 @@ TEST(LaunchPrepGpu, VeryLongRowsMatchCpuTwinsBitForBit) {
   }
 }
 
+// Rows made of runs of consecutive kv blocks: lengths from 1 to over a warp and over a thousand, gaps from 1 (two runs
+// one block apart) to long; each logical row picks its own mix (empty rows included).
+plan_testing::DenseBlockMask runs_mask(std::int64_t b, std::int64_t h, std::int64_t q, std::int64_t k,
+                                       std::mt19937_64& g) {
+  plan_testing::DenseBlockMask m(b, h, q, k);
+  const std::int64_t lengths[] = {1, 1, 2, 3, 5, 8, 31, 32, 33, 64, 100, 1500};
+  const std::int64_t gaps[] = {1, 1, 2, 7, 40, 300};
+  for (std::int64_t bi = 0; bi < b; ++bi)
+    for (std::int64_t hi = 0; hi < h; ++hi)
+      for (std::int64_t qi = 0; qi < q; ++qi) {
+        if (g() % 8 == 0) continue;  // empty row
+        const std::size_t max_len = 1 + g() % std::size(lengths), max_gap = 1 + g() % std::size(gaps);
+        std::int64_t ki = static_cast<std::int64_t>(g() % 3);
+        while (ki < k) {
+          const std::int64_t len = lengths[g() % max_len];
+          for (std::int64_t j = ki; j < std::min(k, ki + len); ++j) m.at(bi, hi, qi, j) = 1;
+          ki += len + gaps[g() % max_gap];
+        }
+      }
+  return m;
+}
+
+// The builders of the two plans furthest from the launch-preparation target: packed KV with c_q > 1 (single-pass
+// bitmap builder: one unit per lane, membership OR-ed over an entry's lanes and carried across rounds and 1,024-block
+// stretches) in every traversal, and run-major traversal with c_q == 1 (written by the streaming builder itself:
+// run tables in shared memory when a CTA's columns are staged, in global scratch when not, Direct KV without a
+// look-back and the other KV forms with one) besides run-major with c_q > 1 (reorder pass). Rows of runs: runs
+// longer than a warp and than a stretch, runs one block apart, ragged Refined-KV tails (n_kv not a multiple of the
+// tile), 32-row CTAs over the 4,096 staged columns, packed entries straddling rounds.
+TEST(LaunchPrepGpu, PackedCoarsenedQAndRunMajorMatchCpuTwinsBitForBit) {
+  TESSERA_REQUIRE_GPU();
+  std::mt19937_64 g(0x2b0a7);
+  DeviceTileMetadata reused;
+  int packed_cq = 0, run_major_cq1 = 0;
+  for (int iter = 0; iter < 160; ++iter) {
+    Plan plan;
+    plan.head_dim = 64;
+    const bool packed = iter % 2 == 0;
+    const int c_q = packed ? 2 << (g() % 3) : (g() % 4 == 0 ? 2 << (g() % 3) : 1);
+    plan.block_q = 16;
+    plan.q = c_q == 1 ? DimMapping{MappingKind::kDirect, 1} : DimMapping{MappingKind::kCoarsen, c_q};
+    do {
+      plan.kv = random_mapping(g, true, plan.block_kv);
+    } while (packed && plan.kv.kind != MappingKind::kPacked);
+    random_org(g, plan);
+    if (!packed) plan.org.traversal = Traversal::kRunMajor;
+    PrepProblem pr;
+    pr.batch = 1;
+    pr.heads_kv = 1;
+    pr.heads_q = 1 + static_cast<std::int64_t>(g() % 2);
+    const bool wide = iter % 3 == 0;  // rows of 1,000-4,000 blocks: CTAs over the staged columns, several stretches
+    const std::int64_t q_blocks = wide ? 20 + static_cast<std::int64_t>(g() % 200)
+                                       : 100 + static_cast<std::int64_t>(g() % 3000);
+    const std::int64_t kv_blocks = wide ? 1000 + static_cast<std::int64_t>(g() % 3000)
+                                        : 1 + static_cast<std::int64_t>(g() % 400);
+    pr.n_q = q_blocks * plan.block_q - static_cast<std::int64_t>(g() % plan.block_q);
+    pr.n_kv = kv_blocks * plan.block_kv - static_cast<std::int64_t>(g() % plan.block_kv);  // ragged last block
+    pr.head_dim = 64;
+    const auto dm = runs_mask(1, pr.heads_q, num_blocks(pr.n_q, plan.block_q), num_blocks(pr.n_kv, plan.block_kv), g);
+    SCOPED_TRACE("iter " + std::to_string(iter) + " plan " + plan_id(plan));
+    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, iter % 4 == 1), "");
+    packed_cq += packed;
+    run_major_cq1 += !packed && c_q == 1;
+  }
+  EXPECT_EQ(packed_cq, 80);
+  EXPECT_GE(run_major_cq1, 40);
+}
+
 TEST(LaunchPrepGpu, WanSizedMaskMatchesCpu) {
   TESSERA_REQUIRE_GPU();
   // Wan2.1 720p geometry at B = 64: N = 75,600 tokens, 1,182 blocks per side; a few heads to keep the CPU fast.
@@ -243,6 +311,10 @@ TEST(LaunchPrepGpu, WanSizedMaskMatchesCpu) {
   const PrepProblem pr{1, 4, 4, n, n, 128};
   for (const char* id : {"sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4",
                          "sm90a.mma.bf16.d128.q64c2.kv64c2.g1.trun.split4.s2.w4",
+                         "sm90a.mma.bf16.d128.q64d.kv64d.g1.trun.split1.s2.w4",
+                         "sm90a.mma.bf16.d128.q64d.kv64p2.g1.trun.split1.s2.w4",
+                         "sm90a.mma.bf16.d128.q64c2.kv64p2.g1.tasc.split1.s2.w4",
+                         "sm90a.mma.bf16.d128.q64c8.kv64p4.g1.tdesc.split1.s2.w4",
                          "sm90a.mma.bf16.d128.q64r4.kv64p4.g2p.tdesc.split2.s2.w4",
                          "sm90a.mma.bf16.d128.q64d.kv64r2.g1p.tasc.split8.s2.w4"}) {
     const Plan plan = parse_plan_id(id);
