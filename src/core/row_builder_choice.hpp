@@ -19,10 +19,11 @@ enum class RowBuilder {
 /// measurement of bench_launch_prep (Wan2.1 720p Q64K64, 40 heads, 10 %; bench/results/h200_session6): persistent
 /// faster by 4-6 us for Coarsened KV (c2/c4/c8), packed KV (p2/p4/p8) and Refined KV r2; slower for Refined KV r4
 /// (116 against 68 us: four entries per block, store-bound), so Refined KV with r_kv > 2 (r3, r4, r6, r8) stays on
-/// the streaming kernel. False for plans the persistent kernel does not build (c_q > 1, Direct KV).
+/// the streaming kernel. False for plans the persistent kernel does not build (c_q > 1, Direct KV, run-major
+/// traversal: the streaming kernel writes run-major rows in their final order).
 inline bool prefer_persistent_rows(const PrepParams& p) {
   const bool lookback = p.c_kv != 1 || p.r_kv != 1 || p.pack != 0;
-  return p.c_q == 1 && lookback && p.r_kv <= 2;
+  return p.c_q == 1 && lookback && p.r_kv <= 2 && p.traversal != 2;
 }
 
 }  // namespace tessera::prep

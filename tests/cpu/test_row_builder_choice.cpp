@@ -11,8 +11,8 @@
 namespace tessera {
 namespace {
 
-bool prefers_persistent(const std::string& mappings) {
-  const Plan plan = parse_plan_id("sm90a.mma.bf16.d128." + mappings + ".g1.tasc.split1.s2.w4");
+bool prefers_persistent(const std::string& mappings, const std::string& traversal = "tasc") {
+  const Plan plan = parse_plan_id("sm90a.mma.bf16.d128." + mappings + ".g1." + traversal + ".split1.s2.w4");
   const MaskShape shape{1, 4, 100, 100};
   const PrepProblem problem{1, 4, 4, 6400, 6400, 128};
   return prep::prefer_persistent_rows(make_prep_params(plan, shape, problem));
@@ -22,6 +22,7 @@ TEST(RowBuilderChoice, PersistentForCoarsenedPackedAndRefinedByTwoKv) {
   for (const char* m : {"q64d.kv64c2", "q64d.kv64c4", "q64d.kv64c8", "q64d.kv64p2", "q64d.kv64p4", "q64d.kv64p8",
                         "q64d.kv64r2", "q64r2.kv64r2", "q64r4.kv64c2"}) {
     EXPECT_TRUE(prefers_persistent(m)) << m;
+    EXPECT_TRUE(prefers_persistent(m, "tdesc")) << m;
   }
 }
 
@@ -31,6 +32,8 @@ TEST(RowBuilderChoice, StreamingForRefinedKvAboveTwoAndOutsideItsScope) {
                         "q64c4.kv64d"}) {
     EXPECT_FALSE(prefers_persistent(m)) << m;
   }
+  // Run-major rows are written in their final order by the streaming kernel only.
+  EXPECT_FALSE(prefers_persistent("q64d.kv64c2", "trun"));
 }
 
 }  // namespace
