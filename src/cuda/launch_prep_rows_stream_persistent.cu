@@ -18,13 +18,15 @@
 //    T_{k-1}'s aggregate was published one step earlier, so its look-back runs while the workers stage and count
 //    T_k; the workers wait on it only when it has not resolved within that time.
 //  - Two buffers of staged columns (2 x 32 KB dynamic shared memory) and of row facts.
-//  - One handoff per step: all 512 threads meet at a CTA barrier (STEP = __syncthreads). Before it the workers
-//    have counted T_k and the look-back warp has written T_{k-1}'s offsets and T_{k+1}'s number; after it the
-//    workers emit T_{k-1} and the look-back warp scans T_k. The workers alone sync on WORKERS (a named barrier of
-//    480 threads) before they restage a buffer. (A first version handed over with bar.arrive / bar.sync pairs;
-//    each side waited for the other right after arriving, so one barrier has the same critical path. Racecheck
-//    reported hazards across the arrive handoffs and also across a named bar.sync of all 512 threads; barrier 0
-//    is the form whose ordering it models.)
+//  - One handoff per step: all 512 threads meet at a CTA barrier (STEP = __syncthreads) at one call site: the
+//    kernel is a single loop whose step k is [role's part before] | __syncthreads | [role's part after], and every
+//    thread reads the next ticket from shared memory after the barrier. Before it the workers have counted T_k and
+//    the look-back warp has written T_{k-1}'s offsets and T_{k+1}'s number; after it the workers emit T_{k-1} and the
+//    look-back warp scans T_k. The workers alone sync on WORKERS (a named barrier of 480 threads) before they
+//    restage a buffer. (A first version ran one loop per role with bar.arrive / bar.sync handoffs; each side waited
+//    for the other right after arriving, so one barrier per step has the same critical path. Racecheck reported
+//    hazards on those handoffs, and still with one barrier per step while the two roles reached it from different
+//    call sites, although the PTX memory model orders them and the output matched the CPU twins bit for bit.)
 // Deadlock freedom: tickets are taken by running CTAs only. A CTA publishes T_k's aggregate once its workers counted
 // T_k (nothing outside the CTA) and T_{k-1}'s look-back ended; that look-back waits only for tickets below T_{k-1}.
 // By induction over tickets (all below t published => the look-back of t's predecessor in its CTA ends => t is
@@ -76,91 +78,81 @@ __device__ __forceinline__ void load_ticket_span(const PrepParams& p, const std:
   if (lane < 2) span[lane] = __ldg(row_offsets + min((t + lane) * kRowsPerTicket, rows));
 }
 
-// The look-back warp (see the file comment). Ends after the step whose ticket is past the last.
-__device__ __forceinline__ void lookback_warp(const PrepParams& p, const std::int32_t* __restrict__ row_offsets,
-                                              const LookBackState& lb, std::int32_t n_tiles, PersistentShared& sh,
-                                              std::int32_t* __restrict__ tile_offsets) {
+// The look-back warp's part of step k before the CTA barrier (see the file comment): finish T_{k-1}'s look-back
+// (prev >= 0) and write its offsets, take T_{k+1} and load its column span. `total`: T_{k-1}'s entries.
+__device__ __forceinline__ void lookback_before(const PrepParams& p, const std::int32_t* __restrict__ row_offsets,
+                                                const LookBackState& lb, std::int32_t n_tiles, PersistentShared& sh,
+                                                std::int32_t* __restrict__ tile_offsets, int k, bool more,
+                                                std::int32_t prev, std::int32_t total) {
   const int lane = threadIdx.x % 32;
-  std::int32_t cur = sh.ticket[0], prev = -1;  // T_k, T_{k-1} (-1: none)
-  std::int32_t total = 0;                      // T_{k-1}'s entries; the exclusive scan of its rows' entry counts
-                                               // waits in its CtaRows::first (no register across the walk)
-  for (int k = 0;; ++k) {
-    const bool more = cur < n_tiles;
-    std::uint32_t next = 0;
-    if (more && lane == 0) next = atomicAdd(lb.counters, 1u);  // T_{k+1}; its round trip overlaps the walk
-    if (prev >= 0) {
-      const auto before =
-          static_cast<std::int32_t>(lookback_resolve<kLookBackSpan>(lb, prev, static_cast<std::uint64_t>(total)));
-      CtaRows& cr = sh.rows[(k + 1) & 1];
-      const bool row = lane < kRowsPerTicket;
-      write_cta_row_offsets(cr, p, prev, kRowsPerTicket, before, row ? cr.first[lane] : 0, row ? cr.entries[lane] : 0,
-                            tile_offsets);
-    }
-    next = __shfl_sync(kFull, next, 0);
-    if (more && static_cast<std::int32_t>(next) < n_tiles)
-      load_ticket_span(p, row_offsets, static_cast<std::int32_t>(next), sh.span[(k + 1) & 1]);
-    if (more && lane == 0) sh.ticket[(k + 1) & 1] = static_cast<std::int32_t>(next);
-    if (prev < 0 && !more) break;  // the CTA's first ticket is past the last: the workers did nothing
-    __syncthreads();  // T_k counted; T_{k-1}'s offsets and T_{k+1} known
-    if (!more) break;
-    CtaRows& cr = sh.rows[k & 1];
-    const std::int32_t v = lane < kRowsPerTicket ? cr.entries[lane] : 0;
-    const std::int32_t excl = warp_exclusive_scan(v, lane);
-    total = __shfl_sync(kFull, excl + v, 31);
-    if (lane < kRowsPerTicket) cr.first[lane] = excl;  // read back at the look-back's end (step k + 1)
-    lookback_publish(lb, cur, static_cast<std::uint64_t>(total));
-    prev = cur;
-    cur = static_cast<std::int32_t>(next);
+  std::uint32_t next = 0;
+  if (more && lane == 0) next = atomicAdd(lb.counters, 1u);  // T_{k+1}; its round trip overlaps the walk
+  if (prev >= 0) {
+    const auto before =
+        static_cast<std::int32_t>(lookback_resolve<kLookBackSpan>(lb, prev, static_cast<std::uint64_t>(total)));
+    CtaRows& cr = sh.rows[(k + 1) & 1];
+    const bool row = lane < kRowsPerTicket;
+    write_cta_row_offsets(cr, p, prev, kRowsPerTicket, before, row ? cr.first[lane] : 0, row ? cr.entries[lane] : 0,
+                          tile_offsets);
   }
-  lookback_finish_warp(lb, static_cast<std::int32_t>(gridDim.x), n_tiles);
+  next = __shfl_sync(kFull, next, 0);
+  if (more && static_cast<std::int32_t>(next) < n_tiles)
+    load_ticket_span(p, row_offsets, static_cast<std::int32_t>(next), sh.span[(k + 1) & 1]);
+  if (more && lane == 0) sh.ticket[(k + 1) & 1] = static_cast<std::int32_t>(next);
 }
 
-// The 15 worker warps (see the file comment): step k stages and counts T_k, then writes T_{k-1}'s rows; a last step
-// past the final ticket only writes.
-__device__ __forceinline__ void worker_warps(const PrepParams& p, const std::int32_t* __restrict__ row_offsets,
-                                             const std::int32_t* __restrict__ cols, std::int32_t n_tiles,
-                                             PersistentShared& sh, std::int32_t* stage,
-                                             std::int32_t* __restrict__ kv_tile, std::uint64_t* __restrict__ member,
-                                             std::int32_t* __restrict__ gather, int desc) {
-  const UnitRules ur(p);
-  std::int32_t cur = sh.ticket[0];
-  if (cur >= n_tiles) return;  // the CTA's first ticket is past the last
-  // Where T_{k-1} (prev) and T_k (this) read their columns: the first column of the staged copy; -1: not staged
-  // (global memory); kPastLast: T_k is past the last ticket. One register across the emission (no spills).
-  constexpr std::int32_t kPastLast = -2;
-  std::int32_t prev_first = -1;
-  for (int k = 0;; ++k) {
-    std::int32_t this_first = kPastLast;
-    if (cur < n_tiles) {
-      ptx::named_barrier_sync(kBarWorkers, kWorkerThreads);  // buffer k % 2 is free: T_{k-2}'s rows are written
-      std::int32_t* st = stage + (k & 1) * kStageCols;
-      std::int32_t first = 0;
-      if (stage_columns_issue<kWorkerThreads>(cols, sh.span[k & 1][0], sh.span[k & 1][1], st, first)) {
-        ptx::cp_async_wait<0>();
-        ptx::named_barrier_sync(kBarWorkers, kWorkerThreads);
-        count_cta_rows(p, ur, cur, kRowsPerTicket, row_offsets, SharedColumns{st, first}, sh.rows[k & 1]);
-        this_first = first;
-      } else {
-        count_cta_rows(p, ur, cur, kRowsPerTicket, row_offsets, GlobalColumns{cols}, sh.rows[k & 1]);
-        this_first = -1;
-      }
-    }
-    __syncthreads();  // T_{k-1}'s offsets written, T_{k+1}'s number known
-    if (k > 0) {
-      const CtaRows& cr = sh.rows[(k + 1) & 1];
-      if (prev_first >= 0) {
-        emit_cta_rows<true>(p, ur, SharedColumns{stage + ((k + 1) & 1) * kStageCols, prev_first}, cr, desc, kv_tile,
-                            member, gather);
-      } else {
-        emit_cta_rows<true>(p, ur, GlobalColumns{cols}, cr, desc, kv_tile, member, gather);
-      }
-    }
-    if (this_first == kPastLast) return;
-    prev_first = this_first;
-    cur = sh.ticket[(k + 1) & 1];
+// The look-back warp's part of step k after the CTA barrier: scan T_k's row counts (exclusive scan kept in its
+// CtaRows::first, read back at the end of its look-back in step k + 1) and publish T_k's aggregate, returned.
+__device__ __forceinline__ std::int32_t lookback_after(const LookBackState& lb, PersistentShared& sh, int k,
+                                                       std::int32_t cur) {
+  const int lane = threadIdx.x % 32;
+  CtaRows& cr = sh.rows[k & 1];
+  const std::int32_t v = lane < kRowsPerTicket ? cr.entries[lane] : 0;
+  const std::int32_t excl = warp_exclusive_scan(v, lane);
+  const std::int32_t total = __shfl_sync(kFull, excl + v, 31);
+  if (lane < kRowsPerTicket) cr.first[lane] = excl;
+  lookback_publish(lb, cur, static_cast<std::uint64_t>(total));
+  return total;
+}
+
+// The worker warps' part of step k before the CTA barrier: stage and count T_k = cur into buffer k % 2. Returns
+// where T_k's columns are read: the first column of the staged copy, or -1 (not staged: global memory).
+__device__ __forceinline__ std::int32_t workers_before(const PrepParams& p, const UnitRules& ur,
+                                                       const std::int32_t* __restrict__ row_offsets,
+                                                       const std::int32_t* __restrict__ cols, PersistentShared& sh,
+                                                       std::int32_t* stage, int k, std::int32_t cur) {
+  ptx::named_barrier_sync(kBarWorkers, kWorkerThreads);  // buffer k % 2 is free: T_{k-2}'s rows are written
+  std::int32_t* st = stage + (k & 1) * kStageCols;
+  std::int32_t first = 0;
+  if (stage_columns_issue<kWorkerThreads>(cols, sh.span[k & 1][0], sh.span[k & 1][1], st, first)) {
+    ptx::cp_async_wait<0>();
+    ptx::named_barrier_sync(kBarWorkers, kWorkerThreads);
+    count_cta_rows(p, ur, cur, kRowsPerTicket, row_offsets, SharedColumns{st, first}, sh.rows[k & 1]);
+    return first;
+  }
+  count_cta_rows(p, ur, cur, kRowsPerTicket, row_offsets, GlobalColumns{cols}, sh.rows[k & 1]);
+  return -1;
+}
+
+// The worker warps' part of step k after the CTA barrier: write T_{k-1}'s rows (columns staged from prev_first, or
+// global memory when prev_first < 0).
+__device__ __forceinline__ void workers_after(const PrepParams& p, const UnitRules& ur,
+                                              const std::int32_t* __restrict__ cols, const PersistentShared& sh,
+                                              const std::int32_t* stage, int k, std::int32_t prev_first,
+                                              std::int32_t* __restrict__ kv_tile, std::uint64_t* __restrict__ member,
+                                              std::int32_t* __restrict__ gather, int desc) {
+  const CtaRows& cr = sh.rows[(k + 1) & 1];
+  if (prev_first >= 0) {
+    emit_cta_rows<true>(p, ur, SharedColumns{stage + ((k + 1) & 1) * kStageCols, prev_first}, cr, desc, kv_tile,
+                        member, gather);
+  } else {
+    emit_cta_rows<true>(p, ur, GlobalColumns{cols}, cr, desc, kv_tile, member, gather);
   }
 }
 
+// One loop for all 512 threads, so every thread meets every CTA barrier at the same call site: step k is
+// [role before] | __syncthreads | [role after], and the ticket of the next step is read from shared memory by all.
+// The loop ends after the step whose ticket is past the last (that step only writes T_{k-1}).
 __global__ void __launch_bounds__(kPersistentThreads, kCtasPerSm)
     rows_stream_persistent_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
                                   const std::int32_t* __restrict__ cols, std::int32_t* __restrict__ tile_offsets,
@@ -169,7 +161,8 @@ __global__ void __launch_bounds__(kPersistentThreads, kCtasPerSm)
                                   std::int32_t n_tiles) {
   extern __shared__ __align__(16) std::int32_t stage[];  // [2][kStageCols]
   __shared__ PersistentShared sh;
-  if (threadIdx.x >= kWorkerThreads) {  // the look-back warp takes the first ticket
+  const bool lookback = threadIdx.x >= kWorkerThreads;  // warp 15
+  if (lookback) {  // the look-back warp takes the first ticket
     std::uint32_t t0 = 0;
     if (threadIdx.x == kWorkerThreads) t0 = atomicAdd(lb.counters, 1u);
     t0 = __shfl_sync(kFull, t0, 0);
@@ -178,11 +171,32 @@ __global__ void __launch_bounds__(kPersistentThreads, kCtasPerSm)
       load_ticket_span(p, row_offsets, static_cast<std::int32_t>(t0), sh.span[0]);
   }
   __syncthreads();
-  if (threadIdx.x >= kWorkerThreads) {
-    lookback_warp(p, row_offsets, lb, n_tiles, sh, tile_offsets);
-  } else {
-    worker_warps(p, row_offsets, cols, n_tiles, sh, stage, kv_tile, member, gather, desc);
+  const UnitRules ur(p);
+  std::int32_t cur = sh.ticket[0];  // T_k, the same in every thread
+  std::int32_t prev = -1, total = 0;  // look-back warp: T_{k-1} (-1: none) and its entries
+  std::int32_t prev_first = -1;       // workers: where T_{k-1}'s columns are read (see workers_before)
+  if (cur < n_tiles) {                // else the CTA's first ticket is past the last: nothing to do
+    for (int k = 0;; ++k) {
+      const bool more = cur < n_tiles;
+      std::int32_t this_first = -1;
+      if (lookback) {
+        lookback_before(p, row_offsets, lb, n_tiles, sh, tile_offsets, k, more, prev, total);
+      } else if (more) {
+        this_first = workers_before(p, ur, row_offsets, cols, sh, stage, k, cur);
+      }
+      __syncthreads();  // T_k counted; T_{k-1}'s offsets written; T_{k+1}'s number and columns known
+      if (lookback) {
+        if (more) total = lookback_after(lb, sh, k, cur);
+      } else if (k > 0) {
+        workers_after(p, ur, cols, sh, stage, k, prev_first, kv_tile, member, gather, desc);
+      }
+      if (!more) break;
+      prev = cur;
+      prev_first = this_first;
+      cur = sh.ticket[(k + 1) & 1];
+    }
   }
+  if (lookback) lookback_finish_warp(lb, static_cast<std::int32_t>(gridDim.x), n_tiles);
 }
 
 // Resident CTAs of the persistent kernel on the current device (SMs x CTAs per SM), found once per device (devices
