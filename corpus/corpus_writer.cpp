@@ -67,6 +67,9 @@ CorpusSummary write_corpus(const std::string& out, const CorpusOptions& opt, int
   nlohmann::json manifest = {{"format", "tessera-mask-corpus-v1"}, {"seed", std::to_string(opt.seed)},
                              {"small", opt.small}, {"split_rule", "by (source_id, chunk): even chunk index -> "
                                                                   "profiling, odd -> evaluation; STA-real chunk = layer"},
+                             {"chunk_rule", "full corpus: 24 chunks per source, chunks 0-7 the original "
+                                            "corpus (indices unchanged), chunks 8-23 appended after all of them; "
+                                            "small: 2 chunks per source"},
                              {"cases", entries}};
   const std::string manifest_path = (fs::path(out) / "manifest.json").string();
   std::ofstream mf(manifest_path);

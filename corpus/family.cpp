@@ -52,10 +52,30 @@ StaPlan sta_plan(bool small) {
   return p;
 }
 
+// Chunks (requests) per source, in two generations: `chunks` original ones, then `appended_chunks` added later
+// (numbered chunks, chunks + 1, ...). All sources' original cases come first, in the original index order
+// (source, chunk, within), so appending never changed an existing index or its content; the appended cases
+// follow in the same (source, chunk, within) order.
 struct SourcePlan {
-  int chunks, steps_per_chunk, layers_per_chunk;
+  int chunks, steps_per_chunk, layers_per_chunk, appended_chunks;
+  int per_chunk() const { return steps_per_chunk * layers_per_chunk; }
 };
-SourcePlan source_plan(bool small) { return small ? SourcePlan{2, 2, 2} : SourcePlan{8, 7, 2}; }
+SourcePlan source_plan(bool small) { return small ? SourcePlan{2, 2, 2, 0} : SourcePlan{8, 7, 2, 16}; }
+
+// Where case `index` of a model/rule family sits: its source, chunk (request) and position inside the chunk.
+struct SourceCoords {
+  const SourceSpec* src;
+  int chunk, within, generation;
+};
+
+SourceCoords source_coords(const std::vector<const SourceSpec*>& srcs, const SourcePlan& sp, int index) {
+  const int per_chunk = sp.per_chunk(), original = int(srcs.size()) * sp.chunks * per_chunk;
+  const int generation = index < original ? 0 : 1;
+  const int per_source = (generation == 0 ? sp.chunks : sp.appended_chunks) * per_chunk;
+  const int i = generation == 0 ? index : index - original;
+  const int first_chunk = generation == 0 ? 0 : sp.chunks;
+  return {srcs[std::size_t(i / per_source)], first_chunk + (i % per_source) / per_chunk, i % per_chunk, generation};
+}
 
 std::shared_ptr<const StaTable> sta_table(const CorpusOptions& opt) {
   static std::mutex mu;
@@ -246,7 +266,7 @@ int case_count(const std::string& family, const CorpusOptions& opt) {
     return p.dense_cases + int(p.layers.size() * p.steps.size() + p.fine128.size() + p.fine64.size());
   }
   const SourcePlan sp = source_plan(opt.small);
-  return int(family_sources(family).size()) * sp.chunks * sp.steps_per_chunk * sp.layers_per_chunk;
+  return int(family_sources(family).size()) * (sp.chunks + sp.appended_chunks) * sp.per_chunk();
 }
 
 namespace {
@@ -264,12 +284,10 @@ CaseOrigin case_origin(const std::string& family, int index, const CorpusOptions
   if (family == "STA-real") {
     const StaPlan p = sta_plan(opt.small);
     const StaCoords c = sta_coords(p, index);
-    return {sta_source_id(c.factor), c.layer, split_of(sta_chunk_position(p, c.layer))};
+    return {sta_source_id(c.factor), c.layer, split_of(sta_chunk_position(p, c.layer)), 0};
   }
-  const SourcePlan sp = source_plan(opt.small);
-  const int per_chunk = sp.steps_per_chunk * sp.layers_per_chunk, per_source = sp.chunks * per_chunk;
-  const int chunk = (index % per_source) / per_chunk;
-  return {family_sources(family)[std::size_t(index / per_source)]->id, chunk, split_of(chunk)};
+  const SourceCoords c = source_coords(family_sources(family), source_plan(opt.small), index);
+  return {c.src->id, c.chunk, split_of(c.chunk), c.generation};
 }
 
 Case make_case(const std::string& family, int index, const CorpusOptions& opt) {
@@ -277,9 +295,9 @@ Case make_case(const std::string& family, int index, const CorpusOptions& opt) {
   if (family == "STA-real") return make_sta_case(index, opt);
   const FamilySpec& fam = family_spec(family);
   const SourcePlan sp = source_plan(opt.small);
-  const int per_chunk = sp.steps_per_chunk * sp.layers_per_chunk, per_source = sp.chunks * per_chunk;
-  const SourceSpec& src = *family_sources(family)[std::size_t(index / per_source)];
-  const int chunk = (index % per_source) / per_chunk, within = index % per_chunk;
+  const SourceCoords at = source_coords(family_sources(family), sp, index);
+  const SourceSpec& src = *at.src;
+  const int chunk = at.chunk, within = at.within;
   const ModelGeometry& model = model_geometry(src.model);
   const BlockLayout& lq = cached_layout(src.model, src.order, fam.block_q);
   const BlockLayout& lkv = cached_layout(src.model, src.order, fam.block_kv);

@@ -6,6 +6,11 @@
 /// A *case* is one mask [1, H, n_qb, n_kvb] (H heads of one layer at one step of one request) plus metadata.
 /// A *chunk* is one synthetic request of a source (its own score-field seed); for the real STA family a chunk is
 /// one layer. Splits (profiling / evaluation) are assigned per (source, chunk), so they never share a chunk.
+/// Full corpus: 24 chunks x 7 steps x 2 layers = 336 cases per source, half of them profiling. Case index of a
+/// model/rule family with S sources: chunks 0-7 (the original corpus) at source * 112 + chunk * 14 + within,
+/// then chunks 8-23 (appended later for more profiling cases per source) at S * 112 + source * 224 +
+/// (chunk - 8) * 14 + within; every case depends only on (seed, source, chunk, within), so the original indices
+/// kept their bytes. --small: 2 chunks x 2 steps x 2 layers per source, nothing appended.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -65,7 +70,8 @@ const FamilySpec& family_spec(const std::string& name);
 /// Sources of the model/rule families (STA-real's three geometries are implicit).
 const std::vector<SourceSpec>& sources();
 
-/// Number of cases of a family under the options.
+/// Number of cases of a family under the options (model/rule families: 336 per source, --small 8; STA-real: 397,
+/// --small 9).
 int case_count(const std::string& family, const CorpusOptions& opt);
 
 /// Where a case comes from, known without generating its mask.
@@ -73,6 +79,9 @@ struct CaseOrigin {
   std::string source_id;  ///< as CaseMeta::source_id
   int chunk = 0;          ///< as CaseMeta::chunk (STA-real: the layer)
   std::string split;      ///< "profiling" or "evaluation", as CaseMeta::split
+  /// 0: one of the original cases (model/rule families: chunks 0-7 of each source; every STA-real and --small
+  /// case); 1: appended later (chunks 8-23 of each source of the full corpus). Not in CaseMeta or the files.
+  int generation = 0;
 };
 
 /// The origin of case `index` of a family in microseconds (no mask is generated); equals the corresponding fields
