@@ -220,6 +220,7 @@ int run_gpu(const RunArgs& a) {
   fmt::print("\n{:<10} {:>5} {:>7} {:>10} {:>10} {:>10} {:>7} {:>7} {:>8} {:>8} {:>8}  {}\n", "family", "cases", "density",
              "kernel ms", "cold ms", "warm ms", "TF/s", "regret", "vs Dir.", "cold/Dir", "err max", "plans chosen");
   json summary = json::array();
+  bool no_direct = false;
   for (const std::string& f : order) {
     const auto& rs = fam[f];
     double dens = 0, kms = 0, cold = 0, warm = 0, pairs_ms = 0, tf_num = 0, errmax = 0;
@@ -243,10 +244,14 @@ int run_gpu(const RunArgs& a) {
     const double n = static_cast<double>(rs.size());
     std::string chosen;
     for (const auto& [p, k] : plans) chosen += (chosen.empty() ? "" : ", ") + p + (k > 1 ? fmt::format(" x{}", k) : "");
-    fmt::print("{:<10} {:>5} {:>7.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>7.1f} {:>7.3f} {:>8.3f} {:>8.3f} {:>8.1e}  {}\n",
+    // "n/a": no Direct plan (T = B) for this key in the catalog (e.g. 32 x 16 blocks), so no ratio to it.
+    const auto ratio = [](const std::vector<double>& v) {
+      return v.empty() ? std::string("n/a") : fmt::format("{:.3f}", geomean(v));
+    };
+    if (speedups.empty()) no_direct = true;
+    fmt::print("{:<10} {:>5} {:>7.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>7.1f} {:>7.3f} {:>8} {:>8} {:>8.1e}  {}\n",
                f, rs.size(), dens / n, kms / n, cold / n, warm / n, tf_num / pairs_ms, geomean(regrets),
-               speedups.empty() ? NAN : geomean(speedups), cold_vs_direct.empty() ? NAN : geomean(cold_vs_direct),
-               errmax, chosen);
+               ratio(speedups), ratio(cold_vs_direct), errmax, chosen);
     summary.push_back({{"family", f}, {"cases", rs.size()}, {"mean_density", dens / n}, {"mean_kernel_ms", kms / n},
                        {"mean_cold_request_ms", cold / n}, {"mean_warm_request_ms", warm / n},
                        {"tflops", tf_num / pairs_ms}, {"geomean_regret", geomean(regrets)},
@@ -255,6 +260,7 @@ int run_gpu(const RunArgs& a) {
                         cold_vs_direct.empty() ? json(nullptr) : json(geomean(cold_vs_direct))},
                        {"max_rel_l2", errmax}, {"plans", plans}});
   }
+  if (no_direct) fmt::print("n/a: the catalog has no Direct plan (T = B) for that key's block sizes\n");
   json host_json = json::object();
   fmt::print("host dispatch (new-mask requests, {} calls, excluding GPU waits), us; select_prepare = lookup + "
              "eligibility + preparation launch (issue #6's definition), dispatch = the whole call:\n",
