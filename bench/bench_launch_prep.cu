@@ -17,6 +17,7 @@
 #include <cstdio>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -55,6 +56,20 @@ HostMaskState wan_mask(std::int64_t heads, std::int64_t nb, double density, std:
   return m;
 }
 
+// All of `text` as a number in [lo, hi] (`range` spells it for the message); otherwise a message naming `option`
+// and exit code 2, before any GPU work (std::stoi aborted on "abc", took "5x" as 5 and clamped 0 to 1).
+template <class T>
+T number_arg(const std::string& option, const std::string& text, T lo, T hi, const char* range) {
+  T v{};
+  const char* end = text.data() + text.size();
+  const auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || p != end || !(v >= lo && v <= hi)) {
+    std::fprintf(stderr, "%s: expected a number in %s, got '%s'\n", option.c_str(), range, text.c_str());
+    std::exit(2);
+  }
+  return v;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
@@ -80,9 +95,9 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--runs") runs = std::max(1, std::stoi(next()));
-    else if (a == "--heads") heads = std::stoll(next());
-    else if (a == "--density") density = std::stod(next());
+    if (a == "--runs") runs = number_arg(a, next(), 1, 1000000, "[1, 1000000]");
+    else if (a == "--heads") heads = number_arg<std::int64_t>(a, next(), 1, 1024, "[1, 1024]");
+    else if (a == "--density") density = number_arg(a, next(), 0.0, 1.0, "[0, 1]");
     else if (a == "--out") out_dir = next();
     else if (a == "--plan") plan_filter = next();
     else if (a == "--explicit-items") implicit_items = false;
@@ -101,6 +116,21 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  const char* const mappings[] = {
+      "q64d.kv64d",  "q64c2.kv64d", "q64c4.kv64d", "q64c8.kv64d", "q64r2.kv64d", "q64r4.kv64d",
+      "q64d.kv64c2", "q64d.kv64c4", "q64d.kv64c8", "q64d.kv64p2", "q64d.kv64p4", "q64d.kv64p8",
+      "q64d.kv64r2", "q64d.kv64r4", "q64c2.kv64c2", "q64c2.kv64p2", "q64r2.kv64r2"};
+  const char* const orgs[] = {"g1.tasc.split1", "g1.tasc.split4", "g1p.tasc.split1", "g1.trun.split1", "g1.tdesc.split1"};
+  std::vector<std::string> ids;
+  const std::string pre = "sm90a.mma.bf16.d128.";
+  for (const char* m : mappings) ids.push_back(pre + m + "." + orgs[0] + ".s2.w4");
+  for (int o = 1; o < 5; ++o) ids.push_back(pre + "q64d.kv64d." + orgs[o] + ".s2.w4");
+  for (int o = 1; o < 3; ++o) ids.push_back(pre + "q64c2.kv64p2." + orgs[o] + ".s2.w4");
+  std::erase_if(ids, [&](const std::string& id) { return id.find(plan_filter) == std::string::npos; });
+  if (ids.empty()) {
+    std::fprintf(stderr, "--plan: no benchmarked plan id contains '%s'\n", plan_filter.c_str());
+    return 2;
+  }
   if (cuda_device_count() == 0) {
     std::fprintf(stderr, "bench_launch_prep: no CUDA device\n");
     return 1;
@@ -117,17 +147,6 @@ int main(int argc, char** argv) {
               (long long)n, (long long)heads, (long long)nb, (long long)nb,
               static_cast<double>(dm.nnz) / (heads * nb * nb), (long long)dm.nnz, runs,
               row_builder_name);
-  const char* const mappings[] = {
-      "q64d.kv64d",  "q64c2.kv64d", "q64c4.kv64d", "q64c8.kv64d", "q64r2.kv64d", "q64r4.kv64d",
-      "q64d.kv64c2", "q64d.kv64c4", "q64d.kv64c8", "q64d.kv64p2", "q64d.kv64p4", "q64d.kv64p8",
-      "q64d.kv64r2", "q64d.kv64r4", "q64c2.kv64c2", "q64c2.kv64p2", "q64r2.kv64r2"};
-  const char* const orgs[] = {"g1.tasc.split1", "g1.tasc.split4", "g1p.tasc.split1", "g1.trun.split1", "g1.tdesc.split1"};
-  std::vector<std::string> ids;
-  const std::string pre = "sm90a.mma.bf16.d128.";
-  for (const char* m : mappings) ids.push_back(pre + m + "." + orgs[0] + ".s2.w4");
-  for (int o = 1; o < 5; ++o) ids.push_back(pre + "q64d.kv64d." + orgs[o] + ".s2.w4");
-  for (int o = 1; o < 3; ++o) ids.push_back(pre + "q64c2.kv64p2." + orgs[o] + ".s2.w4");
-  std::erase_if(ids, [&](const std::string& id) { return id.find(plan_filter) == std::string::npos; });
 
   cudaEvent_t e0, e1, em;
   TESSERA_CUDA_CHECK(cudaEventCreate(&e0));

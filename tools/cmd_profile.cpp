@@ -63,8 +63,13 @@ void run_profile(const ProfileArgs& a) {
   };
   std::vector<Item> items;
   for (const std::string& fam : families_option(opt))
-    for (const std::string& split : a.splits)
-      for (const int i : corpus::spread_cases(fam, split, a.cases_per_split, opt)) items.push_back({fam, i});
+    for (const std::string& split : a.splits) {
+      const std::vector<int> chosen = corpus::spread_cases(fam, split, a.cases_per_split, opt);
+      if (static_cast<int>(chosen.size()) < a.cases_per_split)  // stderr: --list's stdout stays one case a line
+        fmt::print(stderr, "tessera profile: {} has {} {}-split cases, fewer than --cases-per-split {}: all {} are taken\n",
+                   fam, chosen.size(), split, a.cases_per_split, chosen.size());
+      for (const int i : chosen) items.push_back({fam, i});
+    }
   if (a.list_only) {
     for (const Item& it : items) {
       const corpus::CaseOrigin o = corpus::case_origin(it.family, it.index, opt);

@@ -202,10 +202,13 @@ int run_gpu(const RunArgs& a) {
               {"host_select_us", info.host_select_us}, {"tflops", g.tflops(kernel_ms)},
               {"direct_plan", direct},         {"direct_kernel_ms", direct_kernel_ms},
               {"direct_cold_request_ms", direct_cold_ms}, {"best_plan", best_plan}, {"best_kernel_ms", best_ms},
-              {"candidates", candidates},      {"regret", kernel_ms / best_ms},  {"rel_l2_vs_reference", err}};
-    fmt::print("  [{}/{}] {:<10} {:<22} N={:<6} H={:<2} d={:.3f} {:>8.3f} ms {:>6.1f} TF/s  regret {:.3f}  err {:.1e}  {}\n",
+              {"candidates", candidates},
+              {"regret", a.regret ? json(kernel_ms / best_ms) : json(nullptr)},  // --no-regret: not measured
+              {"rel_l2_vs_reference", err}};
+    fmt::print("  [{}/{}] {:<10} {:<22} N={:<6} H={:<2} d={:.3f} {:>8.3f} ms {:>6.1f} TF/s  regret {}  err {}  {}\n",
                ci + 1, cases.size(), c.meta.family, c.meta.source_id, c.meta.n_q, c.mask.heads, info.stats.density,
-               kernel_ms, g.tflops(kernel_ms), kernel_ms / best_ms, err, info.plan_id);
+               kernel_ms, g.tflops(kernel_ms), a.regret ? fmt::format("{:.3f}", kernel_ms / best_ms) : "n/a",
+               a.check ? fmt::format("{:.1e}", err) : "n/a", info.plan_id);
     records.push_back(r);
   }
 
@@ -224,6 +227,7 @@ int run_gpu(const RunArgs& a) {
   for (const std::string& f : order) {
     const auto& rs = fam[f];
     double dens = 0, kms = 0, cold = 0, warm = 0, pairs_ms = 0, tf_num = 0, errmax = 0;
+    bool err_not_number = false;  // a checked case whose error is NaN (stored as null): the family's max is NaN
     std::vector<double> regrets, speedups, cold_vs_direct;
     std::map<std::string, int> plans;
     for (const json& r : rs) {
@@ -233,34 +237,43 @@ int run_gpu(const RunArgs& a) {
       warm += r["warm_request_ms"].get<double>();
       tf_num += r["tflops"].get<double>() * r["kernel_ms"].get<double>();
       pairs_ms += r["kernel_ms"].get<double>();
-      regrets.push_back(r["regret"].get<double>());
+      if (r["regret"].is_number()) regrets.push_back(r["regret"].get<double>());
       const double dk = r["direct_kernel_ms"].is_number() ? r["direct_kernel_ms"].get<double>() : NAN;
       if (std::isfinite(dk)) speedups.push_back(dk / r["kernel_ms"].get<double>());
       const double dc = r["direct_cold_request_ms"].is_number() ? r["direct_cold_request_ms"].get<double>() : NAN;
       if (std::isfinite(dc)) cold_vs_direct.push_back(r["cold_request_ms"].get<double>() / dc);
       if (r["rel_l2_vs_reference"].is_number()) errmax = std::max(errmax, r["rel_l2_vs_reference"].get<double>());
+      else err_not_number = true;
       plans[r["plan"].get<std::string>()] += 1;
     }
     const double n = static_cast<double>(rs.size());
     std::string chosen;
     for (const auto& [p, k] : plans) chosen += (chosen.empty() ? "" : ", ") + p + (k > 1 ? fmt::format(" x{}", k) : "");
-    // "n/a": no Direct plan (T = B) for this key in the catalog (e.g. 32 x 16 blocks), so no ratio to it.
+    // "n/a": no Direct plan (T = B) for this key in the catalog (e.g. 32 x 16 blocks), so no ratio to it; for
+    // the regret, --no-regret (no candidate timed).
     const auto ratio = [](const std::vector<double>& v) {
       return v.empty() ? std::string("n/a") : fmt::format("{:.3f}", geomean(v));
     };
     if (speedups.empty()) no_direct = true;
-    fmt::print("{:<10} {:>5} {:>7.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>7.1f} {:>7.3f} {:>8} {:>8} {:>8.1e}  {}\n",
-               f, rs.size(), dens / n, kms / n, cold / n, warm / n, tf_num / pairs_ms, geomean(regrets),
-               ratio(speedups), ratio(cold_vs_direct), errmax, chosen);
+    const std::string err_text = !a.check ? "n/a" : err_not_number ? "nan" : fmt::format("{:.1e}", errmax);
+    fmt::print("{:<10} {:>5} {:>7.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>7.1f} {:>7} {:>8} {:>8} {:>8}  {}\n",
+               f, rs.size(), dens / n, kms / n, cold / n, warm / n, tf_num / pairs_ms, ratio(regrets),
+               ratio(speedups), ratio(cold_vs_direct), err_text, chosen);
     summary.push_back({{"family", f}, {"cases", rs.size()}, {"mean_density", dens / n}, {"mean_kernel_ms", kms / n},
                        {"mean_cold_request_ms", cold / n}, {"mean_warm_request_ms", warm / n},
-                       {"tflops", tf_num / pairs_ms}, {"geomean_regret", geomean(regrets)},
+                       {"tflops", tf_num / pairs_ms},
+                       {"geomean_regret", regrets.empty() ? json(nullptr) : json(geomean(regrets))},
                        {"geomean_speedup_over_direct", speedups.empty() ? json(nullptr) : json(geomean(speedups))},
                        {"geomean_cold_request_vs_direct",
                         cold_vs_direct.empty() ? json(nullptr) : json(geomean(cold_vs_direct))},
-                       {"max_rel_l2", errmax}, {"plans", plans}});
+                       {"max_rel_l2", a.check && !err_not_number ? json(errmax) : json(nullptr)}, {"plans", plans}});
   }
   if (no_direct) fmt::print("n/a: the catalog has no Direct plan (T = B) for that key's block sizes\n");
+  if (!a.regret || !a.check)
+    fmt::print("n/a under {}: not measured in this run\n",
+               !a.regret && !a.check ? "regret (--no-regret) and err max (--no-check)"
+               : !a.regret           ? "regret (--no-regret)"
+                                     : "err max (--no-check)");
   json host_json = json::object();
   fmt::print("host dispatch (new-mask requests, {} calls, excluding GPU waits), us; select_prepare = lookup + "
              "eligibility + preparation launch (issue #6's definition), dispatch = the whole call:\n",

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <string>
 
+#include <unistd.h>
+
 #include "expect_error.hpp"
 #include "tessera/error.hpp"
 #include "tessera_corpus/sta.hpp"
@@ -18,11 +20,20 @@ namespace fs = std::filesystem;
 
 // Loads `text` as a table of 1 step x 1 layer x 2 heads.
 StaTable load_text(const std::string& text) {
-  const fs::path p = fs::temp_directory_path() / "tessera_sta_table_file_test.json";
+  // One file per process and test: CTest runs these tests in parallel processes (and other checkouts may run
+  // them at the same time), so a shared name lets one test read another's half-written table.
+  const fs::path p = fs::temp_directory_path() /
+                     ("tessera_sta_table_file_test_" + std::to_string(::getpid()) + "_" +
+                      ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".json");
+  struct RemoveAtExit {  // also when load_sta_table throws (most tests here expect it to)
+    fs::path path;
+    ~RemoveAtExit() {
+      std::error_code ec;
+      fs::remove(path, ec);
+    }
+  } remove_at_exit{p};
   std::ofstream(p) << text;
-  StaTable t = load_sta_table(p.string(), 1, 1, 2);
-  fs::remove(p);
-  return t;
+  return load_sta_table(p.string(), 1, 1, 2);
 }
 
 void expect_rejected(const std::string& text, const std::string& fragment) {

@@ -61,6 +61,11 @@ def compile_table(tessera, work):
     rc, so, se = run(tessera, "compile-table", "--in", path, "--out", out, "--min-leaf", "1")
     check(rc == 0 and os.path.exists(out), "compile-table on good records", so + se)
     check("no record has \"role\": \"direct\"" in so and "over 0 cases" not in so, "no-direct summary", so)
+    profile_only = os.path.join(work, "profile_only.jsonl")  # no evaluation-split record: no figures to print
+    write(profile_only, [record(key, plan, case="F/s0/0", role="default,direct")])
+    rc, so, se = run(tessera, "compile-table", "--in", profile_only, "--out", out, "--min-leaf", "1")
+    check(rc == 0 and "not computed: no evaluation-split case" in so and "geomean" not in so,
+          "compile-table without evaluation cases prints no regret or speedup", so + se)
     with open(path) as f:
         before = f.read()
     rc, so, se = run(tessera, "compile-table", "--in", path, "--out", path, "--min-leaf", "1")
@@ -266,6 +271,12 @@ def corpus_commands(tessera, work):
     check(rc != 0 and "more than once" in se and not os.path.exists(out), "masks generate --families X X", so + se)
     rc, so, se = run(tessera, "profile", "--list", "--families", "Q64K64", "Q64K64")
     check(rc != 0 and "more than once" in se and so == "", "profile --list --families X X", so + se)
+    # More cases asked than a split has (Q16K16: 336 profiling cases): all of them, and a note on stderr.
+    rc, so, se = run(tessera, "profile", "--list", "--families", "Q16K16", "--splits", "profiling", "--cases-per-split", "337")
+    check(rc == 0 and len(so.splitlines()) == 336 and "fewer than --cases-per-split 337" in se,
+          "profile --list --cases-per-split above the split's cases says so", so[-300:] + se)
+    rc, so, se = run(tessera, "profile", "--list", "--families", "Q16K16", "--splits", "profiling", "--cases-per-split", "336")
+    check(rc == 0 and len(so.splitlines()) == 336 and se == "", "profile --list: every case, no note", se)
     rc, so, se = run(tessera, "profile", "--list", "--families", "Bogus")
     check(rc != 0 and "--families" in se and "Bogus" in se and so == "", "profile --list --families Bogus names the option",
           so + se)
