@@ -268,6 +268,8 @@ int run_gpu(const RunArgs& a) {
                         cold_vs_direct.empty() ? json(nullptr) : json(geomean(cold_vs_direct))},
                        {"max_rel_l2", a.check && !err_not_number ? json(errmax) : json(nullptr)}, {"plans", plans}});
   }
+  fmt::print("vs Dir. = Direct's kernel time / the selected plan's (higher is better); cold/Dir = the selected plan's "
+             "cold request / Direct's (lower is better)\n");
   if (no_direct) fmt::print("n/a: the catalog has no Direct plan (T = B) for that key's block sizes\n");
   if (!a.regret || !a.check)
     fmt::print("n/a under {}: not measured in this run\n",
