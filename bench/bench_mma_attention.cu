@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -17,6 +18,7 @@
 #include "kernel_plan_builder.hpp"
 #include "kernel_runner.hpp"
 #include "kernels/launch.hpp"
+#include "tessera/cuda_types.hpp"
 
 using namespace tessera;
 using namespace tessera::testing;
@@ -51,8 +53,17 @@ int main(int argc, char** argv) {
     if (a == "--out" && i + 1 < argc) out = argv[++i];
     else if (a == "--data" && i + 1 < argc) data = argv[++i];
     else if (a == "--no-wan") wan = false;
+    else {
+      std::fprintf(stderr, "bench_mma_attention: unknown or incomplete argument '%s'\n"
+                           "usage: bench_mma_attention [--out DIR] [--data DIR] [--no-wan]\n", a.c_str());
+      return 2;
+    }
   }
-  std::system(("mkdir -p " + data).c_str());
+  if (cuda_device_count() == 0) {
+    std::fprintf(stderr, "bench_mma_attention: no CUDA device\n");
+    return 1;
+  }
+  std::filesystem::create_directories(data);
   nlohmann::json result;
   cudaDeviceProp prop{};
   TESSERA_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -121,7 +132,7 @@ int main(int argc, char** argv) {
     TESSERA_CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<unsigned char> host(numel * 2);
     const std::string gdir = data + "/" + g.name;
-    std::system(("mkdir -p " + gdir).c_str());
+    std::filesystem::create_directories(gdir);
     for (auto [name, buf] : {std::pair<const char*, DeviceBuffer*>{"q", &q}, {"k", &k}, {"v", &v}}) {
       TESSERA_CUDA_CHECK(cudaMemcpy(host.data(), buf->data(), host.size(), cudaMemcpyDeviceToHost));
       write_file(gdir + "/" + name + ".bf16", host.data(), host.size());

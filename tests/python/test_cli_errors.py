@@ -366,6 +366,11 @@ def output_paths(tessera, work):
                        capture_output=True, text=True, timeout=600, env=dict(os.environ, TESSERA_STA_TABLE=table))
     check(p.returncode == 2 and "--json" in p.stderr and "STA table" in p.stderr and p.stdout == ""
           and read_bytes(table) == before, "run --families STA-real --json <its STA table> refused", p.stdout + p.stderr)
+    # ... also when STA-real is not among the families (a later run with it would read the report as its table).
+    p = subprocess.run([tessera, "run", "--cpu", "--families", "Q16K16", "--json", table],
+                       capture_output=True, text=True, timeout=600, env=dict(os.environ, TESSERA_STA_TABLE=table))
+    check(p.returncode == 2 and "--json" in p.stderr and "STA table" in p.stderr and p.stdout == ""
+          and read_bytes(table) == before, "run --families Q16K16 --json <the STA table> refused", p.stdout + p.stderr)
     # profile --splits: a split given twice would profile its cases twice.
     rc, so, se = run(tessera, "profile", "--list", "--splits", "profiling", "profiling", "--families", "Q64K64")
     check(rc == 2 and "--splits" in se and "more than once" in se and so == "", "profile --splits X X rejected",
