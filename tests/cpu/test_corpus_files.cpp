@@ -10,6 +10,7 @@
 #include "tessera_corpus/case_stats.hpp"
 #include "tessera_corpus/family.hpp"
 #include "tessera_corpus/mask_file.hpp"
+#include "temp_path.hpp"
 
 using namespace tessera::corpus;
 
@@ -39,7 +40,7 @@ TEST(CorpusFiles, RoundTripAndBlockMaskView) {
   EXPECT_EQ(d.meta.seed, 7u);
   EXPECT_EQ(d.meta.n_q, c.meta.n_q);
   EXPECT_EQ(encode_mask_file(d), bytes);
-  const auto path = (std::filesystem::temp_directory_path() / "tessera_corpus_rt.safetensors").string();
+  const auto path = tessera::testing::unique_temp_path("tessera_corpus_rt", ".safetensors").string();
   write_mask_file(path, c);
   EXPECT_EQ(read_mask_file(path).mask, c.mask);
   std::filesystem::remove(path);
@@ -125,7 +126,7 @@ TEST(CorpusFiles, PaddingBitsRejectedAndErrorsNameThePath) {
     EXPECT_EQ(e.code(), tessera::ErrorCode::kFormatError);
     EXPECT_NE(e.message().find("padding"), std::string::npos) << e.what();
   }
-  const auto dir = std::filesystem::temp_directory_path() / "tessera_padding_test";
+  const auto dir = tessera::testing::unique_temp_path("tessera_padding_test");
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "bad.safetensors").string();
   {

@@ -7,11 +7,10 @@
 #include <fstream>
 #include <string>
 
-#include <unistd.h>
-
 #include "expect_error.hpp"
 #include "tessera/error.hpp"
 #include "tessera_corpus/sta.hpp"
+#include "temp_path.hpp"
 
 namespace tessera::corpus {
 namespace {
@@ -22,9 +21,7 @@ namespace fs = std::filesystem;
 StaTable load_text(const std::string& text) {
   // One file per process and test: CTest runs these tests in parallel processes (and other checkouts may run
   // them at the same time), so a shared name lets one test read another's half-written table.
-  const fs::path p = fs::temp_directory_path() /
-                     ("tessera_sta_table_file_test_" + std::to_string(::getpid()) + "_" +
-                      ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".json");
+  const fs::path p = tessera::testing::unique_temp_path("tessera_sta_table_file_test", ".json");
   struct RemoveAtExit {  // also when load_sta_table throws (most tests here expect it to)
     fs::path path;
     ~RemoveAtExit() {

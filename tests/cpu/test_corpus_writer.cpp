@@ -11,6 +11,7 @@
 #include "tessera_corpus/corpus_writer.hpp"
 #include "tessera_corpus/family.hpp"
 #include "tessera_corpus/worker_pool.hpp"
+#include "temp_path.hpp"
 
 using namespace tessera::corpus;
 namespace fs = std::filesystem;
@@ -32,7 +33,7 @@ TEST(CorpusWriter, RepeatedFamilyRejected) {
 
 // A malformed STA table with STA-real selected: the error comes before any file (or the directory) is written.
 TEST(CorpusWriter, BadStaTableWritesNothing) {
-  const fs::path dir = fs::temp_directory_path() / "tessera_corpus_writer_test";
+  const fs::path dir = tessera::testing::unique_temp_path("tessera_corpus_writer_test");
   fs::remove_all(dir);
   fs::create_directories(dir);
   const fs::path table = dir / "bad_sta.json";

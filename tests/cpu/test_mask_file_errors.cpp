@@ -14,6 +14,7 @@
 #include "tessera/error.hpp"
 #include "tessera_corpus/family.hpp"
 #include "tessera_corpus/mask_file.hpp"
+#include "temp_path.hpp"
 
 using namespace tessera::corpus;
 using nlohmann::json;
@@ -161,7 +162,7 @@ TEST(MaskFileErrors, TensorEntryTypesChecked) {
 
 // read_mask_file names the path as the argument of every format error, and says why a file cannot be opened.
 TEST(MaskFileErrors, ReadNamesThePathAndTheReason) {
-  const auto path = (std::filesystem::temp_directory_path() / "tessera_mask_file_errors.safetensors").string();
+  const auto path = tessera::testing::unique_temp_path("tessera_mask_file_errors", ".safetensors").string();
   {
     const auto bytes = crafted([](json& h) { set_meta(h, "seed", "abc"); });
     std::ofstream out(path, std::ios::binary);
