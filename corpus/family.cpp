@@ -210,7 +210,9 @@ const std::vector<FamilySpec>& families() {
 const FamilySpec& family_spec(const std::string& name) {
   for (const auto& f : families())
     if (f.name == name) return f;
-  throw Error(ErrorCode::kInvalidArgument, "family", fmt::format("unknown family '{}'", name));
+  std::string known;
+  for (const auto& f : families()) known += (known.empty() ? "" : ", ") + f.name;
+  throw Error(ErrorCode::kInvalidArgument, "family", fmt::format("unknown family '{}' (families: {})", name, known));
 }
 
 const std::vector<SourceSpec>& sources() {

@@ -69,7 +69,8 @@ void add_masks_command(CLI::App& app) {
   gen->add_option("--families", fams, "Families to generate (default: all)");
   gen->add_flag("--small", small, "Scaled-down corpus (CI)");
   gen->add_option("--threads", threads, "Worker threads, 1..1024 (default: all cores; never more than the cases)")
-      ->check(CLI::Range(1, 1024));
+      ->check(CLI::Range(1, 1024))
+      ->default_str("all cores");
   gen->add_option("--sta-table", sta_table,
                   "Real STA table JSON (default: $TESSERA_STA_TABLE, else corpus/data, else shared/masks)");
   gen->callback([] {
