@@ -62,6 +62,13 @@ struct PrepParams {
   }
 };
 
+/// Whether the tile-row offsets are mu(M)'s row offsets themselves (c_q == 1, Direct KV): then the builders read
+/// and the work items use the mask's offsets, and tile_offsets is not written; every other plan's offsets need the
+/// builders' count (a decoupled look-back in the single-launch builders).
+inline bool tile_offsets_are_mask_offsets(const PrepParams& p) {
+  return p.c_q == 1 && p.c_kv == 1 && p.r_kv == 1 && !p.pack;
+}
+
 /// Builds tile row `row` in ascending order from the mask CSR. Writes kv_tile / member / gather (each may be null:
 /// then it only counts; member is written only when p.membership). Returns the number of entries.
 TESSERA_HD inline std::int32_t build_tile_row(const PrepParams& p, const std::int32_t* row_offsets,

@@ -22,8 +22,7 @@ enum class RowBuilder {
 /// the streaming kernel. False for plans the persistent kernel does not build (c_q > 1, Direct KV, run-major
 /// traversal: the streaming kernel writes run-major rows in their final order).
 inline bool prefer_persistent_rows(const PrepParams& p) {
-  const bool lookback = p.c_kv != 1 || p.r_kv != 1 || p.pack != 0;
-  return p.c_q == 1 && lookback && p.r_kv <= 2 && p.traversal != 2;
+  return p.c_q == 1 && !tile_offsets_are_mask_offsets(p) && p.r_kv <= 2 && p.traversal != 2;
 }
 
 }  // namespace tessera::prep

@@ -25,9 +25,6 @@ struct TileRowBuffers {
   std::size_t cub_temp_bytes;
 };
 
-/// Whether the tile-row offsets are mu(M)'s row offsets themselves (c_q == 1, Direct KV): then the builders read
-/// and the work items use the mask's offsets, and tile_offsets is not written.
-bool tile_offsets_are_mask_offsets(const PrepParams& p);
 
 /// Look-back state words (launch_prep_lookback.cuh) of the single-pass tile-row builder.
 std::int64_t tile_rows_lookback_words(const PrepParams& p);

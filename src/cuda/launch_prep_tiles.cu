@@ -282,10 +282,6 @@ unsigned row_blocks(std::int64_t rows) { return static_cast<unsigned>((rows + kW
 
 }  // namespace
 
-bool tile_offsets_are_mask_offsets(const PrepParams& p) {
-  return p.c_q == 1 && p.c_kv == 1 && p.r_kv == 1 && !p.pack;
-}
-
 void build_tile_rows_gpu(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                          TileRowBuffers& b, cudaStream_t stream, bool persistent_stream) {
   const std::int64_t rows = p.tile_rows();
