@@ -23,7 +23,18 @@ struct CompileArgs {
   std::string gpu_name;
   int min_leaf = 32;
   int max_depth = 6;
+  std::string eval_report;  // optional CSV of the evaluation split, one row per case
 };
+
+/// CSV, one row per evaluation case: case, key, source, selected plan and its latency (us), fastest plan and its
+/// latency (us), regret.
+void write_eval_report(const std::string& path, const RegretReport& rep) {
+  std::string csv = "case,key,source,selected_plan,selected_us,best_plan,best_us,regret\n";
+  for (const CaseRegret& c : rep.per_case)
+    csv += fmt::format("{},{},{},{},{:.3f},{},{:.3f},{:.5f}\n", c.case_id, c.key, c.source, c.selected_plan,
+                       c.selected_us, c.best_plan, c.best_us, c.regret);
+  write_text_file(path, csv, "--eval-report");
+}
 
 void run_compile(const CompileArgs& a) {
   if (!is_known_arch(a.arch))
@@ -31,6 +42,12 @@ void run_compile(const CompileArgs& a) {
                 fmt::format("unknown architecture '{}' (sm80, sm86, sm89, sm90a, sm120)", a.arch));
   check_output_dir(a.out, "--out");
   check_not_input(a.out, a.in, "--out", "--in");
+  if (!a.eval_report.empty()) {
+    check_output_dir(a.eval_report, "--eval-report");
+    check_not_input(a.eval_report, a.in, "--eval-report", "--in");
+    if (a.eval_report == a.out)
+      throw Error(ErrorCode::kInvalidArgument, "--eval-report", "must differ from --out");
+  }
   const std::vector<ProfileRecord> records = read_profile_records(a.in, a.arch);
   if (std::none_of(records.begin(), records.end(), [](const ProfileRecord& r) { return r.valid; }))
     throw Error(ErrorCode::kFormatError, "--in",
@@ -67,6 +84,10 @@ void run_compile(const CompileArgs& a) {
   }
   fmt::print("regret vs fastest measured plan: geomean {:.4f}, P95 {:.4f}, P99 {:.4f}, max {:.4f}\n", rep.geomean_regret,
              rep.p95_regret, rep.p99_regret, rep.max_regret);
+  if (!a.eval_report.empty()) {
+    write_eval_report(a.eval_report, rep);
+    fmt::print("per-case regret -> {}\n", a.eval_report);
+  }
   if (direct.empty())
     fmt::print("kernel speedup over Direct (T = B): not computed: no record has \"role\": \"direct\"\n");
   else
@@ -85,6 +106,9 @@ void add_compile_table_command(CLI::App& app) {
   cmd->add_option("--gpu-name", a->gpu_name, "GPU name to record in the artifact");
   cmd->add_option("--min-leaf", a->min_leaf, "Minimum cases per leaf")->check(CLI::Range(1, 100000));
   cmd->add_option("--max-depth", a->max_depth, "Largest tree depth tried by cross-validation")->check(CLI::Range(0, 16));
+  cmd->add_option("--eval-report", a->eval_report,
+                  "Also write the evaluation split's per-case regret here (CSV: case, key, source, selected plan, "
+                  "its latency in us, fastest plan, its latency in us, regret)");
   cmd->callback([a] { run_compile(*a); });
 }
 

@@ -52,14 +52,21 @@ std::vector<Case> gather_cases(const std::vector<const ProfileRecord*>& recs, co
 }
 
 /// Latency of the plan a ranking selects for case c: the first ranked plan valid on c; the worst measured if none.
-double selected_latency(const std::vector<std::string>& ranking, const Case& c) {
+/// The plan the ranking selects for `c` (first measured valid) and its latency; the slowest valid plan when none
+/// of the ranking was measured valid (a pessimistic stand-in).
+std::pair<std::string, double> selected_plan(const std::vector<std::string>& ranking, const Case& c) {
   for (const auto& p : ranking) {
     auto it = c.latency.find(p);
-    if (it != c.latency.end()) return it->second;
+    if (it != c.latency.end()) return {p, it->second};
   }
-  double worst = 0;
-  for (const auto& [p, l] : c.latency) worst = std::max(worst, l);
+  std::pair<std::string, double> worst{"", 0};
+  for (const auto& [p, l] : c.latency)
+    if (l > worst.second) worst = {p, l};
   return worst;
+}
+
+double selected_latency(const std::vector<std::string>& ranking, const Case& c) {
+  return selected_plan(ranking, c).second;
 }
 
 /// Ranks plans valid on every case of `idx` by geometric-mean latency; ends with the base plan.
@@ -305,8 +312,12 @@ RegretReport evaluate_plan_table(const PlanTable& table, const std::vector<Profi
         rep.cases_missing_key += 1;
         continue;
       }
-      const double sel = selected_latency(*look.ranking, c);
+      const auto [sel_plan, sel] = selected_plan(*look.ranking, c);
       regrets.push_back(sel / c.best);
+      CaseRegret cr{c.id, key, c.source, sel_plan, sel, "", c.best, sel / c.best};
+      for (const auto& [p, l] : c.latency)
+        if (l == c.best) cr.best_plan = p;
+      rep.per_case.push_back(std::move(cr));
       if (dp != direct_plans.end()) {
         auto d = c.latency.find(dp->second);
         if (d != c.latency.end()) {

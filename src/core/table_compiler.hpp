@@ -67,6 +67,18 @@ PlanTable compile_plan_table(const std::vector<ProfileRecord>& records, const Co
 /// Regret of a table on a set of records (normally the evaluation split): per case, the plan selected is the
 /// first of its regime's ranking that was measured valid for that case (the eligibility stand-in), regret =
 /// latency(selected) / latency(fastest valid plan). Speedup over Direct = latency(direct) / latency(selected).
+/// One evaluation case's outcome (latencies in microseconds, median of the profiled repetitions).
+struct CaseRegret {
+  std::string case_id;
+  std::string key;
+  std::string source;
+  std::string selected_plan;  ///< first plan of the regime's ranking measured valid for the case
+  double selected_us = 0;
+  std::string best_plan;      ///< fastest plan measured valid for the case
+  double best_us = 0;
+  double regret = 1;          ///< selected_us / best_us (>= 1)
+};
+
 struct RegretReport {
   int cases = 0;
   int cases_missing_key = 0;     ///< cases whose key has no tree (not counted in the figures)
@@ -76,6 +88,7 @@ struct RegretReport {
   double max_regret = 1;
   double geomean_speedup_over_direct = 1;  ///< over cases where the Direct plan was measured valid
   int direct_cases = 0;
+  std::vector<CaseRegret> per_case;  ///< one entry per scored case, in key then case-id order
 };
 
 /// `direct_plans`: key -> id of the Direct plan (T = B) of that key.

@@ -1,6 +1,7 @@
 // Plan-table artifact and compiler: synthetic profiles with a known best plan per regime.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "core/catalog.hpp"
@@ -75,6 +76,20 @@ TEST(PlanTableCompiler, FindsTheDensityRegimes) {
   // Only cases between the bucket edge nearest 0.1 and 0.1 itself can be misrouted.
   EXPECT_LT(rep.geomean_regret, 1.05);
   EXPECT_NEAR(rep.geomean_speedup_over_direct, 1.5 / rep.geomean_regret, 1e-9);
+
+  // Per-case outcomes: one per scored case, consistent with the aggregate and with the synthetic truth.
+  ASSERT_EQ(rep.per_case.size(), 300u);
+  double log_sum = 0;
+  for (const CaseRegret& c : rep.per_case) {
+    EXPECT_EQ(c.key, kKey);
+    EXPECT_NE(c.selected_plan, "flaky");  // invalid on every evaluation case
+    EXPECT_NE(c.best_plan, "flaky");
+    EXPECT_TRUE(c.best_plan == "fast_sparse" || c.best_plan == "fast_dense") << c.best_plan;
+    EXPECT_NEAR(c.regret, c.selected_us / c.best_us, 1e-12);
+    EXPECT_GE(c.regret, 1.0);
+    log_sum += std::log(c.regret);
+  }
+  EXPECT_NEAR(std::exp(log_sum / 300), rep.geomean_regret, 1e-12);
 }
 
 TEST(PlanTableCompiler, TooFewCasesGiveOneLeaf) {
