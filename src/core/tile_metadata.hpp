@@ -28,8 +28,9 @@ namespace tessera {
 /// Largest coarsening / refinement factor per dimension (membership uses 8 bits per query sub-block).
 inline constexpr int kMaxMappingFactor = 8;
 
-/// One unit of CTA work. 32 bytes.
-struct WorkItem {
+/// One unit of CTA work. 32 bytes, 16-byte aligned so that device code reads and writes an item with two 16-byte
+/// accesses instead of eight 4-byte ones (the GPU work-item builders' stores were L1TEX-bound, bench/NOTES.md).
+struct alignas(16) WorkItem {
   std::int32_t batch;         ///< b in [0, B)
   std::int32_t head;          ///< query head h in [0, H_q); kv head = h / (H_q / H_kv)
   std::int32_t q_start;       ///< first query token of the tile (tokens past N_q are never read or written)
@@ -39,7 +40,7 @@ struct WorkItem {
   std::int32_t tile_row;      ///< the tile row (CSR row of the entries) this item reads; for tools and checks
   std::int32_t partial;       ///< -1: write O / LSE directly; >= 0: write partial slot `partial` of the workspace
 };
-static_assert(sizeof(WorkItem) == 32);
+static_assert(sizeof(WorkItem) == 32 && alignof(WorkItem) == 16);
 
 /// How query tiles are numbered and find their tile rows: query tile q = (b * H_q + h) * q_tiles_per_head + qt
 /// (core/query_tiles.hpp decodes it). Filled by launch preparation; used by kernels for implicit work items.
