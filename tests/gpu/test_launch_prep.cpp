@@ -50,12 +50,13 @@ DimMapping random_mapping(std::mt19937_64& g, bool kv, int& block) {
   }
 }
 
-// Random plan organization: group, persistent, traversal, split.
+// Random plan organization: group, persistent, traversal, split (every split 1..64: the split-KV item builder
+// stages fewer query tiles per CTA from split 8 on).
 void random_org(std::mt19937_64& g, Plan& plan) {
   plan.org.group = 1 + static_cast<int>(g() % 4);
   plan.org.persistent = g() % 3 == 0;
   plan.org.traversal = static_cast<Traversal>(g() % 3);
-  plan.org.split = 1 << (g() % 5);
+  plan.org.split = 1 << (g() % 7);
 }
 
 // Random plan: q and kv mappings (with their block sizes) and organization.
