@@ -80,6 +80,8 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
   if (plan.org.persistent) {
     grow(out.keys, bd.items * 4);
     grow(out.keys_alt, bd.items * 4);
+    grow(out.order, bd.items * 4);
+    grow(out.order_alt, bd.items * 4);
     grow(out.items_alt, bd.items * static_cast<std::int64_t>(sizeof(WorkItem)));
   }
   std::size_t cub_bytes = prep::work_items_cub_temp_bytes(plan.org.persistent ? bd.items : 0);
@@ -127,6 +129,7 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
   prep::ItemBuffers ib{out.row_offsets_ptr, out.items.as<WorkItem>(), out.merge_offsets.as<std::int32_t>(),
                        out.merge_targets.as<WorkItem>(), out.lookback.as<std::uint64_t>(),
                        out.keys.as<std::uint32_t>(), out.keys_alt.as<std::uint32_t>(),
+                       out.order.as<std::uint32_t>(), out.order_alt.as<std::uint32_t>(),
                        out.items_alt.as<WorkItem>(), out.cub_temp.data(),
                        out.cub_temp.bytes(), out.totals.as<std::int32_t>()};
   prep::build_work_items_gpu(p, ib, plan.org.persistent, bd.items, s);

@@ -20,7 +20,7 @@ struct DeviceTileMetadata {
   DeviceBuffer tile_row_offsets, kv_tile, member, gather_blocks, items, merge_offsets, merge_targets;
   // Scratch: run-major run tables (c_q == 1) or reorder copies and run starts (c_q > 1), persistent sort keys, CUB
   // temporary storage, totals.
-  DeviceBuffer tmp_kv, tmp_member, tmp_gather, keys, keys_alt, items_alt, cub_temp, totals, runs;
+  DeviceBuffer tmp_kv, tmp_member, tmp_gather, keys, keys_alt, order, order_alt, items_alt, cub_temp, totals, runs;
   // Decoupled look-back state of the single-pass builders (statuses + counters): zeroed when allocated, and every
   // builder launch leaves it zero again.
   DeviceBuffer lookback;

@@ -80,6 +80,8 @@ struct ItemBuffers {
   // persistent order
   std::uint32_t* keys;
   std::uint32_t* keys_alt;
+  std::uint32_t* order;      ///< [items bound] item indices, the sort's values
+  std::uint32_t* order_alt;
   WorkItem* items_alt;
   void* cub_temp;
   std::size_t cub_temp_bytes;
