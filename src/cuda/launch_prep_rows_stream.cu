@@ -16,8 +16,8 @@
 //  - Membership: span units OR 1 << (col % c_kv) over their (at most c_kv) columns; a packed entry with k units
 //    has bits 0 .. k-1 (c_q == 1: one logical row).
 //  - Run-major traversal: written directly in its final order (launch_prep_run_major.cuh: each row's runs are found
-//    and given their destinations while the counts are taken, then the emission maps every entry to its run); Direct KV:
-//    launch_prep_run_major_direct.cuh, a counting sort of each row's runs by length that writes whole runs).
+//    and given their destinations while the counts are taken, then the emission maps every entry to its run);
+//    Direct KV: launch_prep_run_major_direct.cuh, a counting sort of each row's runs by length that writes whole runs).
 #include <cuda_runtime.h>
 
 #include "core/launch_prep_rules.hpp"
