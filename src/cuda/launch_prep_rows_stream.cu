@@ -16,7 +16,8 @@
 //  - Membership: span units OR 1 << (col % c_kv) over their (at most c_kv) columns; a packed entry with k units
 //    has bits 0 .. k-1 (c_q == 1: one logical row).
 //  - Run-major traversal: written directly in its final order (launch_prep_run_major.cuh: each row's runs are found
-//    and given their destinations while the counts are taken, then the emission maps every entry to its run).
+//    and given their destinations while the counts are taken, then the emission maps every entry to its run);
+//    Direct KV: launch_prep_run_major_direct.cuh, a counting sort of each row's runs by length that writes whole runs).
 #include <cuda_runtime.h>
 
 #include "core/launch_prep_rules.hpp"
@@ -25,6 +26,7 @@
 #include "cuda/launch_prep_lookback.cuh"
 #include "cuda/launch_prep_rows_stream.cuh"
 #include "cuda/launch_prep_run_major.cuh"
+#include "cuda/launch_prep_run_major_direct.cuh"
 
 namespace tessera::prep {
 
@@ -33,9 +35,14 @@ namespace {
 using namespace detail;
 using namespace stream;
 
-// The rows of one CTA (ticket `tile`): first every row's entry count (kRunMajor: and its run table), then
+// Traversal orders of the kernel: ascending / descending (LinearOrder), run-major (launch_prep_run_major.cuh), and
+// run-major for Direct KV (launch_prep_run_major_direct.cuh; its own kernel, so neither run-major method's registers
+// constrain the other's).
+enum class Order { kLinear, kRuns, kDirectRuns };
+
+// The rows of one CTA (ticket `tile`): first every row's entry count (run-major: and its run table), then
 // (kLookBack) one look-back for the CTA's total, then the rows are written. All threads.
-template <bool kLookBack, bool kRunMajor, class Columns>
+template <bool kLookBack, Order kOrder, class Columns>
 __device__ __forceinline__ void rows_stream_cta(const PrepParams& p, const UnitRules& ur, std::int32_t tile,
                                                 const std::int32_t* __restrict__ row_offsets, Columns cs,
                                                 RunTables tables, std::int32_t* __restrict__ tile_offsets,
@@ -43,12 +50,16 @@ __device__ __forceinline__ void rows_stream_cta(const PrepParams& p, const UnitR
                                                 std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather,
                                                 int desc) {
   __shared__ CtaRows cr;
+  __shared__ DirectRuns dr;  // Order::kDirectRuns: each row's runs and longest run
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   count_cta_rows(p, ur, tile, kRowsPerCta, row_offsets, cs, cr);
-  if (kRunMajor) {
+  if constexpr (kOrder == Order::kRuns) {
     __syncwarp();
     plan_cta_runs(ur, cs, cr, tables);  // the warp's own rows: no CTA barrier needed before
+  } else if constexpr (kOrder == Order::kDirectRuns) {
+    __syncwarp();
+    plan_cta_direct_runs(cs, cr, tables, dr);
   }
   if (kLookBack) {
     __syncthreads();
@@ -64,23 +75,26 @@ __device__ __forceinline__ void rows_stream_cta(const PrepParams& p, const UnitR
   } else {
     __syncwarp();
   }
-  if constexpr (kRunMajor) {
+  if constexpr (kOrder == Order::kRuns) {
     emit_cta_rows_run_major<kLookBack>(p, ur, cs, cr, tables, kv_tile, member, gather);
+  } else if constexpr (kOrder == Order::kDirectRuns) {
+    emit_cta_direct_runs<kLookBack>(p, cs, cr, tables, dr, kv_tile, member);
   } else {
     emit_cta_rows<kLookBack>(p, ur, cs, cr, desc, kv_tile, member, gather);
   }
 }
 
 // kRowsPerCta consecutive tile rows per CTA, kRowsPerWarp per warp; their columns are read from a shared copy when
-// it fits (stage_columns), else from global memory. kRunMajor (run-major traversal): half the staged columns, and
-// the other half of the shared memory holds the rows' run tables (launch_prep_run_major.cuh); with columns from
-// global memory the run tables are `runs` (global scratch, mu(M)'s size).
-template <bool kLookBack, bool kRunMajor>
+// it fits (stage_columns), else from global memory. Run-major (both methods): half the staged columns, and the
+// other half of the shared memory holds the rows' run tables (launch_prep_run_major.cuh); with columns from global
+// memory the run tables are `runs` (global scratch, mu(M)'s size).
+template <bool kLookBack, Order kOrder>
 __global__ void __launch_bounds__(kThreads, 3)
     rows_stream_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
                        const std::int32_t* __restrict__ cols, std::int32_t* __restrict__ tile_offsets, LookBackState lb,
                        std::int32_t* __restrict__ kv_tile, std::uint64_t* __restrict__ member,
                        std::int32_t* __restrict__ gather, std::int32_t* __restrict__ runs, int desc) {
+  constexpr bool kRunMajor = kOrder != Order::kLinear;
   constexpr std::int32_t kCapacity = kRunMajor ? kStageCols / 2 : kStageCols;
   __shared__ alignas(16) std::int32_t stage[kCapacity];
   __shared__ std::int32_t run_tables[kRunMajor ? kCapacity : 1];
@@ -92,28 +106,27 @@ __global__ void __launch_bounds__(kThreads, 3)
   std::int32_t first = 0;
   if (stage_columns<kCapacity>(cols, __ldg(row_offsets + cta_r0),
                                __ldg(row_offsets + min(cta_r0 + kRowsPerCta, rows)), stage, first)) {
-    rows_stream_cta<kLookBack, kRunMajor>(p, ur, tile, row_offsets, SharedColumns{stage, first},
-                                          RunTables{run_tables, first}, tile_offsets, lb, kv_tile, member, gather,
-                                          desc);
+    rows_stream_cta<kLookBack, kOrder>(p, ur, tile, row_offsets, SharedColumns{stage, first},
+                                       RunTables{run_tables, first}, tile_offsets, lb, kv_tile, member, gather,
+                                       desc);
   } else {
-    rows_stream_cta<kLookBack, kRunMajor>(p, ur, tile, row_offsets, GlobalColumns{cols}, RunTables{runs, 0},
-                                          tile_offsets, lb, kv_tile, member, gather, desc);
+    rows_stream_cta<kLookBack, kOrder>(p, ur, tile, row_offsets, GlobalColumns{cols}, RunTables{runs, 0},
+                                       tile_offsets, lb, kv_tile, member, gather, desc);
   }
 }
 
-template <bool kRunMajor>
+template <Order kOrder>
 void launch_rows_stream(const PrepParams& p, unsigned ctas, const std::int32_t* row_offsets, const std::int32_t* cols,
                         std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
                         std::uint64_t* member, std::int32_t* gather, std::int32_t* runs, int desc,
                         cudaStream_t stream) {
   if (tile_offsets_are_mask_offsets(p)) {
-    rows_stream_kernel<false, kRunMajor><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, nullptr,
-                                                                        LookBackState{}, kv_tile, member, gather,
-                                                                        runs, desc);
+    rows_stream_kernel<false, kOrder><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, nullptr, LookBackState{},
+                                                                     kv_tile, member, gather, runs, desc);
   } else {
-    rows_stream_kernel<true, kRunMajor><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, tile_offsets,
-                                                                       detail::lookback_state(lookback), kv_tile,
-                                                                       member, gather, runs, desc);
+    rows_stream_kernel<true, kOrder><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, tile_offsets,
+                                                                    detail::lookback_state(lookback), kv_tile, member,
+                                                                    gather, runs, desc);
   }
 }
 
@@ -126,12 +139,15 @@ bool build_tile_rows_stream(const PrepParams& p, const std::int32_t* row_offsets
   if (rows == 0 || p.c_q != 1) return false;
   const auto ctas = static_cast<unsigned>((rows + kRowsPerCta - 1) / kRowsPerCta);  // <= the single-pass builder's
   const int desc = p.traversal == 1 ? 1 : 0;
-  if (p.traversal == 2) {
-    launch_rows_stream<true>(p, ctas, row_offsets, cols, tile_offsets, lookback, kv_tile, member, gather, runs, desc,
-                             stream);
+  if (p.traversal == 2 && direct_run_major(p)) {
+    launch_rows_stream<Order::kDirectRuns>(p, ctas, row_offsets, cols, tile_offsets, lookback, kv_tile, member,
+                                           gather, runs, desc, stream);
+  } else if (p.traversal == 2) {
+    launch_rows_stream<Order::kRuns>(p, ctas, row_offsets, cols, tile_offsets, lookback, kv_tile, member, gather,
+                                     runs, desc, stream);
   } else {
-    launch_rows_stream<false>(p, ctas, row_offsets, cols, tile_offsets, lookback, kv_tile, member, gather, runs, desc,
-                              stream);
+    launch_rows_stream<Order::kLinear>(p, ctas, row_offsets, cols, tile_offsets, lookback, kv_tile, member, gather,
+                                       runs, desc, stream);
   }
   TESSERA_CUDA_CHECK_LAUNCH();
   return true;

@@ -29,9 +29,6 @@ namespace tessera::prep::stream {
 // Lanes at or below `lane`.
 __device__ __forceinline__ unsigned lanes_up_to(int lane) { return (2u << lane) - 1u; }  // lane 31: all (wraps)
 
-// Highest set lane of `m` (-1 when m == 0).
-__device__ __forceinline__ int highest_lane(unsigned m) { return 31 - __clz(m); }
-
 // For the chunk that `sw` just stepped (start: the lane's column starts a unit; starts: their ballot; units_before:
 // units of the row before the chunk): whether the lane's column starts a run of entries, and (entry) the first entry
 // of its unit. log_pack: log2 pack (packed forms). The row's first column has sw.prev == -1 (no column before).
@@ -142,6 +139,7 @@ struct RunTables {
 };
 
 // Warps 0 .. kWarps-1, run-major traversal: steps 1 and 2 for the warp's rows (before the entry offsets are known).
+// (Direct KV has its own method: launch_prep_run_major_direct.cuh.)
 template <class Columns>
 __device__ __forceinline__ void plan_cta_runs(const UnitRules& ur, Columns cs, const CtaRows& cr, RunTables tables) {
   const int warp = threadIdx.x / 32;

@@ -35,6 +35,9 @@ __device__ __forceinline__ std::int32_t warp_exclusive_scan(std::int32_t v, int 
 
 __device__ __forceinline__ unsigned lanes_below(int lane) { return (1u << lane) - 1u; }
 
+// Highest set lane of `m` (-1 when m == 0).
+__device__ __forceinline__ int highest_lane(unsigned m) { return 31 - __clz(m); }
+
 // The lane that holds rank e when lane L holds ranks [excl_L, excl_L + count_L) and excl is the warp's exclusive
 // scan of the counts: the largest lane with excl <= e (it has count > 0 when e < the total). All lanes; a binary
 // search with shuffles.

@@ -302,6 +302,52 @@ TEST(LaunchPrepGpu, PackedCoarsenedQAndRunMajorMatchCpuTwinsBitForBit) {
   EXPECT_GE(run_major_cq1, 40);
 }
 
+// Run-major with Direct KV (launch_prep_run_major_direct.cuh: a counting sort of each row's runs by length, its own
+// kernel instance): Direct Q (mu(M)'s offsets, no look-back) and Refined Q by 2 (look-back), rows of runs (lengths
+// 1-1,500, so the histogram, the longest-run case and the warp-written runs are all reached) and uniform random rows
+// of densities 0.02-1 (rows that are one run), narrow rows and wide ones (CTAs over the 4,096 staged columns: run
+// tables in global scratch).
+TEST(LaunchPrepGpu, DirectKvRunMajorMatchesCpuTwinsBitForBit) {
+  TESSERA_REQUIRE_GPU();
+  std::mt19937_64 g(0xd1ec7);
+  DeviceTileMetadata reused;
+  for (int iter = 0; iter < 48; ++iter) {
+    Plan plan;
+    plan.head_dim = 64;
+    const bool refine_q = iter % 4 == 3;
+    plan.q = refine_q ? DimMapping{MappingKind::kRefine, 2} : DimMapping{MappingKind::kDirect, 1};
+    plan.block_q = refine_q ? 32 : 16;
+    plan.kv = DimMapping{MappingKind::kDirect, 1};
+    plan.block_kv = 16 * (1 + static_cast<int>(g() % 4));
+    random_org(g, plan);
+    plan.org.traversal = Traversal::kRunMajor;
+    const bool wide = iter % 3 == 0;
+    const std::int64_t q_blocks = wide ? 20 + static_cast<std::int64_t>(g() % 200)
+                                       : 100 + static_cast<std::int64_t>(g() % 3000);
+    const std::int64_t kv_blocks = wide ? 1000 + static_cast<std::int64_t>(g() % 3000)
+                                        : 1 + static_cast<std::int64_t>(g() % 400);
+    PrepProblem pr;
+    pr.batch = 1;
+    pr.heads_kv = 1;
+    pr.heads_q = 1 + static_cast<std::int64_t>(g() % 2);
+    pr.n_q = q_blocks * plan.block_q - static_cast<std::int64_t>(g() % plan.block_q);
+    pr.n_kv = kv_blocks * plan.block_kv - static_cast<std::int64_t>(g() % plan.block_kv);
+    pr.head_dim = 64;
+    const std::int64_t nq = num_blocks(pr.n_q, plan.block_q), nk = num_blocks(pr.n_kv, plan.block_kv);
+    plan_testing::DenseBlockMask dm = runs_mask(1, pr.heads_q, nq, nk, g);
+    if (iter % 2 == 1) {  // uniform random rows instead
+      const double densities[] = {0.02, 0.1, 0.3, 0.7, 1.0};
+      const double d = densities[g() % std::size(densities)];
+      std::bernoulli_distribution on(d);
+      for (std::int64_t hi = 0; hi < pr.heads_q; ++hi)
+        for (std::int64_t qi = 0; qi < nq; ++qi)
+          for (std::int64_t ki = 0; ki < nk; ++ki) dm.at(0, hi, qi, ki) = on(g) ? 1 : 0;
+    }
+    SCOPED_TRACE("iter " + std::to_string(iter) + " plan " + plan_id(plan));
+    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, prep::RowBuilder::kStreaming), "");
+  }
+}
+
 TEST(LaunchPrepGpu, WanSizedMaskMatchesCpu) {
   TESSERA_REQUIRE_GPU();
   // Wan2.1 720p geometry at B = 64: N = 75,600 tokens, 1,182 blocks per side; a few heads to keep the CPU fast.
