@@ -14,7 +14,7 @@
 //    first. Offsets come from a decoupled look-back over the CTAs (launch_prep_lookback.cuh), or are mu(M)'s own
 //    (Direct KV) with no look-back.
 //  - Membership: span units OR 1 << (col % c_kv) over their (at most c_kv) columns; a packed entry with k units
-//    has bits 0 .. k-1 (c_q == 1: one logical row).
+//    has bits 0 .. k-1 (c_q == 1: one logical row, so one-byte membership words, prep::member_bytes).
 //  - Run-major traversal: written directly in its final order (launch_prep_run_major.cuh: each row's runs are found
 //    and given their destinations while the counts are taken, then the emission maps every entry to its run).
 #include <cuda_runtime.h>
@@ -40,7 +40,7 @@ __device__ __forceinline__ void rows_stream_cta(const PrepParams& p, const UnitR
                                                 const std::int32_t* __restrict__ row_offsets, Columns cs,
                                                 RunTables tables, std::int32_t* __restrict__ tile_offsets,
                                                 const LookBackState& lb, std::int32_t* __restrict__ kv_tile,
-                                                std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather,
+                                                std::uint8_t* __restrict__ member, std::int32_t* __restrict__ gather,
                                                 int desc) {
   __shared__ CtaRows cr;
   const int warp = threadIdx.x / 32;
@@ -79,7 +79,7 @@ template <bool kLookBack, bool kRunMajor>
 __global__ void __launch_bounds__(kThreads, 3)
     rows_stream_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
                        const std::int32_t* __restrict__ cols, std::int32_t* __restrict__ tile_offsets, LookBackState lb,
-                       std::int32_t* __restrict__ kv_tile, std::uint64_t* __restrict__ member,
+                       std::int32_t* __restrict__ kv_tile, std::uint8_t* __restrict__ member,
                        std::int32_t* __restrict__ gather, std::int32_t* __restrict__ runs, int desc) {
   constexpr std::int32_t kCapacity = kRunMajor ? kStageCols / 2 : kStageCols;
   __shared__ alignas(16) std::int32_t stage[kCapacity];
@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 template <bool kRunMajor>
 void launch_rows_stream(const PrepParams& p, unsigned ctas, const std::int32_t* row_offsets, const std::int32_t* cols,
                         std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                        std::uint64_t* member, std::int32_t* gather, std::int32_t* runs, int desc,
+                        std::uint8_t* member, std::int32_t* gather, std::int32_t* runs, int desc,
                         cudaStream_t stream) {
   if (tile_offsets_are_mask_offsets(p)) {
     rows_stream_kernel<false, kRunMajor><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, nullptr,
@@ -121,7 +121,7 @@ void launch_rows_stream(const PrepParams& p, unsigned ctas, const std::int32_t* 
 
 bool build_tile_rows_stream(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                             std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                            std::uint64_t* member, std::int32_t* gather, std::int32_t* runs, cudaStream_t stream) {
+                            std::uint8_t* member, std::int32_t* gather, std::int32_t* runs, cudaStream_t stream) {
   const std::int64_t rows = p.tile_rows();
   if (rows == 0 || p.c_q != 1) return false;
   const auto ctas = static_cast<unsigned>((rows + kRowsPerCta - 1) / kRowsPerCta);  // <= the single-pass builder's

@@ -148,12 +148,12 @@ struct LinearOrder {
 template <class Columns, class Order>
 __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& ur, Columns cols, std::int32_t b,
                                          std::int32_t e, std::int32_t n_units, std::int64_t o, Order order,
-                                         std::int32_t* __restrict__ kv_tile, std::uint64_t* __restrict__ member,
+                                         std::int32_t* __restrict__ kv_tile, std::uint8_t* __restrict__ member,
                                          std::int32_t* __restrict__ gather) {
   const int lane = threadIdx.x % 32;
   const int log_ckv = ur.log_ckv;
   const bool with_member = p.membership != 0;
-  std::uint64_t* __restrict__ m_row = with_member ? member + o : nullptr;
+  std::uint8_t* __restrict__ m_row = with_member ? member + o : nullptr;  // c_q == 1: one byte per entry
   std::int32_t units_before = 0;
   if (ur.pack) {
     const int pack = ur.pack;
@@ -170,7 +170,7 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
         g_row[de * pack + slot] = sw.c >> log_ckv;
         if (slot == 0) {
           const std::int32_t k = min(pack, n_units - rank);  // units of this entry
-          if (with_member) m_row[de] = (std::uint64_t{1} << k) - 1;
+          if (with_member) m_row[de] = static_cast<std::uint8_t>((1u << k) - 1u);
           for (std::int32_t s = k; s < pack; ++s) g_row[de * pack + s] = -1;  // padding slots of the last entry
         }
       }
@@ -209,7 +209,7 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
       for (std::int32_t j = 0; j < ne; ++j) {
         const std::int32_t d = order.at(first + j);
         kv_row[d] = unit * r_kv + j;
-        if (with_member) m_row[d] = bits;
+        if (with_member) m_row[d] = static_cast<std::uint8_t>(bits);
       }
     }
     units_before += __popc(bal);
@@ -266,7 +266,7 @@ __device__ __forceinline__ void write_cta_row_offsets(CtaRows& cr, const PrepPar
 template <bool kLookBack, class Columns>
 __device__ __forceinline__ void emit_cta_rows(const PrepParams& p, const UnitRules& ur, Columns cs, const CtaRows& cr,
                                               int desc, std::int32_t* __restrict__ kv_tile,
-                                              std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather) {
+                                              std::uint8_t* __restrict__ member, std::int32_t* __restrict__ gather) {
   const int warp = threadIdx.x / 32;
 #pragma unroll 1
   for (int r = warp * kRowsPerWarp; r < (warp + 1) * kRowsPerWarp; ++r) {

@@ -139,7 +139,7 @@ __device__ __forceinline__ std::int32_t workers_before(const PrepParams& p, cons
 __device__ __forceinline__ void workers_after(const PrepParams& p, const UnitRules& ur,
                                               const std::int32_t* __restrict__ cols, const PersistentShared& sh,
                                               const std::int32_t* stage, int k, std::int32_t prev_first,
-                                              std::int32_t* __restrict__ kv_tile, std::uint64_t* __restrict__ member,
+                                              std::int32_t* __restrict__ kv_tile, std::uint8_t* __restrict__ member,
                                               std::int32_t* __restrict__ gather, int desc) {
   const CtaRows& cr = sh.rows[(k + 1) & 1];
   if (prev_first >= 0) {
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kPersistentThreads, kCtasPerSm)
     rows_stream_persistent_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
                                   const std::int32_t* __restrict__ cols, std::int32_t* __restrict__ tile_offsets,
                                   LookBackState lb, std::int32_t* __restrict__ kv_tile,
-                                  std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather, int desc,
+                                  std::uint8_t* __restrict__ member, std::int32_t* __restrict__ gather, int desc,
                                   std::int32_t n_tiles) {
   extern __shared__ __align__(16) std::int32_t stage[];  // [2][kStageCols]
   __shared__ PersistentShared sh;
@@ -226,7 +226,7 @@ int persistent_ctas() {
 
 bool launch_tile_rows_stream_persistent(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                                         std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                                        std::uint64_t* member, std::int32_t* gather, cudaStream_t stream) {
+                                        std::uint8_t* member, std::int32_t* gather, cudaStream_t stream) {
   const std::int64_t rows = p.tile_rows();
   if (rows == 0 || p.c_q != 1 || tile_offsets_are_mask_offsets(p) || p.traversal == 2) return false;
   const int resident = persistent_ctas();

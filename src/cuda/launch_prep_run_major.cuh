@@ -162,7 +162,7 @@ template <bool kLookBack, class Columns>
 __device__ __forceinline__ void emit_cta_rows_run_major(const PrepParams& p, const UnitRules& ur, Columns cs,
                                                         const CtaRows& cr, RunTables tables,
                                                         std::int32_t* __restrict__ kv_tile,
-                                                        std::uint64_t* __restrict__ member,
+                                                        std::uint8_t* __restrict__ member,  // c_q == 1: 1 byte
                                                         std::int32_t* __restrict__ gather) {
   const int warp = threadIdx.x / 32;
   const int log_pack = ur.pack ? log2_factor(ur.pack) : 0;
