@@ -34,8 +34,8 @@ using namespace detail;
 using namespace stream;
 
 // The rows of one CTA (ticket `tile`): first every row's entry count (kRunMajor: and its run table), then
-// (kLookBack) one look-back for the CTA's total, then the rows are written. All threads.
-template <bool kLookBack, bool kRunMajor, class Columns>
+// (kLookBack) one look-back for the CTA's total, then the rows are written. All threads. kMember == p.membership.
+template <bool kLookBack, bool kRunMajor, bool kMember, class Columns>
 __device__ __forceinline__ void rows_stream_cta(const PrepParams& p, const UnitRules& ur, std::int32_t tile,
                                                 const std::int32_t* __restrict__ row_offsets, Columns cs,
                                                 RunTables tables, std::int32_t* __restrict__ tile_offsets,
@@ -65,17 +65,18 @@ __device__ __forceinline__ void rows_stream_cta(const PrepParams& p, const UnitR
     __syncwarp();
   }
   if constexpr (kRunMajor) {
-    emit_cta_rows_run_major<kLookBack>(p, ur, cs, cr, tables, kv_tile, member, gather);
+    emit_cta_rows_run_major<kLookBack, kMember>(p, ur, cs, cr, tables, kv_tile, member, gather);
   } else {
-    emit_cta_rows<kLookBack>(p, ur, cs, cr, desc, kv_tile, member, gather);
+    emit_cta_rows<kLookBack, kMember>(p, ur, cs, cr, desc, kv_tile, member, gather);
   }
 }
 
 // kRowsPerCta consecutive tile rows per CTA, kRowsPerWarp per warp; their columns are read from a shared copy when
 // it fits (stage_columns), else from global memory. kRunMajor (run-major traversal): half the staged columns, and
 // the other half of the shared memory holds the rows' run tables (launch_prep_run_major.cuh); with columns from
-// global memory the run tables are `runs` (global scratch, mu(M)'s size).
-template <bool kLookBack, bool kRunMajor>
+// global memory the run tables are `runs` (global scratch, mu(M)'s size). kMember == (p.membership != 0): the
+// kernels without membership (Direct, Refined KV) have no member code (member is null for them).
+template <bool kLookBack, bool kRunMajor, bool kMember>
 __global__ void __launch_bounds__(kThreads, 3)
     rows_stream_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
                        const std::int32_t* __restrict__ cols, std::int32_t* __restrict__ tile_offsets, LookBackState lb,
@@ -92,12 +93,12 @@ __global__ void __launch_bounds__(kThreads, 3)
   std::int32_t first = 0;
   if (stage_columns<kCapacity>(cols, __ldg(row_offsets + cta_r0),
                                __ldg(row_offsets + min(cta_r0 + kRowsPerCta, rows)), stage, first)) {
-    rows_stream_cta<kLookBack, kRunMajor>(p, ur, tile, row_offsets, SharedColumns{stage, first},
-                                          RunTables{run_tables, first}, tile_offsets, lb, kv_tile, member, gather,
-                                          desc);
+    rows_stream_cta<kLookBack, kRunMajor, kMember>(p, ur, tile, row_offsets, SharedColumns{stage, first},
+                                                   RunTables{run_tables, first}, tile_offsets, lb, kv_tile, member,
+                                                   gather, desc);
   } else {
-    rows_stream_cta<kLookBack, kRunMajor>(p, ur, tile, row_offsets, GlobalColumns{cols}, RunTables{runs, 0},
-                                          tile_offsets, lb, kv_tile, member, gather, desc);
+    rows_stream_cta<kLookBack, kRunMajor, kMember>(p, ur, tile, row_offsets, GlobalColumns{cols}, RunTables{runs, 0},
+                                                   tile_offsets, lb, kv_tile, member, gather, desc);
   }
 }
 
@@ -106,14 +107,18 @@ void launch_rows_stream(const PrepParams& p, unsigned ctas, const std::int32_t* 
                         std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
                         std::uint8_t* member, std::int32_t* gather, std::int32_t* runs, int desc,
                         cudaStream_t stream) {
-  if (tile_offsets_are_mask_offsets(p)) {
-    rows_stream_kernel<false, kRunMajor><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, nullptr,
-                                                                        LookBackState{}, kv_tile, member, gather,
-                                                                        runs, desc);
-  } else {
-    rows_stream_kernel<true, kRunMajor><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, tile_offsets,
-                                                                       detail::lookback_state(lookback), kv_tile,
-                                                                       member, gather, runs, desc);
+  if (tile_offsets_are_mask_offsets(p)) {  // Direct KV: no membership (c_q == c_kv == 1, not packed)
+    rows_stream_kernel<false, kRunMajor, false><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, nullptr,
+                                                                               LookBackState{}, kv_tile, nullptr,
+                                                                               gather, runs, desc);
+  } else if (p.membership) {  // Coarsened or packed KV
+    rows_stream_kernel<true, kRunMajor, true><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, tile_offsets,
+                                                                             detail::lookback_state(lookback),
+                                                                             kv_tile, member, gather, runs, desc);
+  } else {  // Refined KV
+    rows_stream_kernel<true, kRunMajor, false><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, tile_offsets,
+                                                                              detail::lookback_state(lookback),
+                                                                              kv_tile, nullptr, gather, runs, desc);
   }
 }
 

@@ -145,15 +145,16 @@ struct LinearOrder {
 //    unit's membership (c_q == 1: 8 bits, a 32-bit segmented OR). Expanding the entries one per lane instead
 //    (consecutive lanes on consecutive entries, the unit found with __fns) was slower on the H200: Refined r2/r4
 //    55/66 -> 80/111 us, from __fns's instruction cost (bench/NOTES.md).
-template <class Columns, class Order>
+// kMember: whether the plan has membership (p.membership, which the launch turns into this constant): the kernels
+// without it (Direct and Refined KV) carry no member code at all.
+template <bool kMember, class Columns, class Order>
 __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& ur, Columns cols, std::int32_t b,
                                          std::int32_t e, std::int32_t n_units, std::int64_t o, Order order,
                                          std::int32_t* __restrict__ kv_tile, std::uint8_t* __restrict__ member,
                                          std::int32_t* __restrict__ gather) {
   const int lane = threadIdx.x % 32;
   const int log_ckv = ur.log_ckv;
-  const bool with_member = p.membership != 0;
-  std::uint8_t* __restrict__ m_row = with_member ? member + o : nullptr;  // c_q == 1: one byte per entry
+  std::uint8_t* __restrict__ m_row = kMember ? member + o : nullptr;  // c_q == 1: one byte per entry
   std::int32_t units_before = 0;
   if (ur.pack) {
     const int pack = ur.pack;
@@ -170,7 +171,7 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
         g_row[de * pack + slot] = sw.c >> log_ckv;
         if (slot == 0) {
           const std::int32_t k = min(pack, n_units - rank);  // units of this entry
-          if (with_member) m_row[de] = static_cast<std::uint8_t>((1u << k) - 1u);
+          if constexpr (kMember) m_row[de] = static_cast<std::uint8_t>((1u << k) - 1u);
           for (std::int32_t s = k; s < pack; ++s) g_row[de * pack + s] = -1;  // padding slots of the last entry
         }
       }
@@ -188,8 +189,8 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
     const std::int32_t unit = c >> log_ckv;
     const unsigned bal = __ballot_sync(kFull, start);
     order.chunk(ur, sw, start, bal, units_before);
-    std::uint32_t bits = 0;  // c_q == 1: membership bits 0 .. c_kv - 1
-    if (with_member) {
+    [[maybe_unused]] std::uint32_t bits = 0;  // c_q == 1: membership bits 0 .. c_kv - 1
+    if constexpr (kMember) {
       // OR of 1 << (col % c_kv) over the unit's columns: a segmented OR over the (at most c_kv) lanes of each unit
       // in this chunk; a unit that continues into the next chunk reads its remaining columns there.
       bits = warp_segmented_or_down(sw.valid() ? 1u << (c & kj_mask) : 0u, unit, c_kv);
@@ -209,7 +210,7 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
       for (std::int32_t j = 0; j < ne; ++j) {
         const std::int32_t d = order.at(first + j);
         kv_row[d] = unit * r_kv + j;
-        if (with_member) m_row[d] = static_cast<std::uint8_t>(bits);
+        if constexpr (kMember) m_row[d] = static_cast<std::uint8_t>(bits);
       }
     }
     units_before += __popc(bal);
@@ -262,8 +263,9 @@ __device__ __forceinline__ void write_cta_row_offsets(CtaRows& cr, const PrepPar
   if (row == rows - 1) tile_offsets[rows] = before + excl + v;
 }
 
-// Warps 0 .. kWarps-1: each writes its rows' entries (kLookBack: at cr.first; else at mu(M)'s offsets, Direct KV).
-template <bool kLookBack, class Columns>
+// Warps 0 .. kWarps-1: each writes its rows' entries (kLookBack: at cr.first; else at mu(M)'s offsets, Direct KV);
+// kMember == (p.membership != 0).
+template <bool kLookBack, bool kMember, class Columns>
 __device__ __forceinline__ void emit_cta_rows(const PrepParams& p, const UnitRules& ur, Columns cs, const CtaRows& cr,
                                               int desc, std::int32_t* __restrict__ kv_tile,
                                               std::uint8_t* __restrict__ member, std::int32_t* __restrict__ gather) {
@@ -273,8 +275,8 @@ __device__ __forceinline__ void emit_cta_rows(const PrepParams& p, const UnitRul
     const std::int32_t n = cr.entries[r];
     if (n == 0) continue;
     const std::int64_t o = kLookBack ? cr.first[r] : cr.b[r];  // Direct KV: mu(M)'s offsets
-    emit_row(p, ur, cs, cr.b[r], cr.e[r], cr.units[r], o, LinearOrder{desc ? n - 1 : 0, desc ? -1 : 1}, kv_tile,
-             member, gather);
+    const LinearOrder order{desc ? n - 1 : 0, desc ? -1 : 1};
+    emit_row<kMember>(p, ur, cs, cr.b[r], cr.e[r], cr.units[r], o, order, kv_tile, member, gather);
   }
 }
 
