@@ -170,8 +170,8 @@ __device__ __forceinline__ void emit_cta_rows_run_major(const PrepParams& p, con
   for (int r = warp * kRowsPerWarp; r < (warp + 1) * kRowsPerWarp; ++r) {
     if (cr.entries[r] == 0) continue;
     const std::int64_t o = kLookBack ? cr.first[r] : cr.b[r];
-    emit_row<kMember>(p, ur, cs, cr.b[r], cr.e[r], cr.units[r], o, RunOrder{tables.row(cr.b[r]), log_pack}, kv_tile,
-                      member, gather);
+    emit_row<kMember, false>(p, ur, cs, cr.b[r], cr.e[r], cr.units[r], o, RunOrder{tables.row(cr.b[r]), log_pack},
+                             kv_tile, member, gather);
   }
 }
 
