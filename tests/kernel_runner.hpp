@@ -34,7 +34,8 @@ struct DevicePlan {
     view.items = items.as<WorkItem>();
     view.n_items = static_cast<int>(p.items.size());
     view.kv_tile = p.kv_tile.empty() ? nullptr : kv_tile.as<std::int32_t>();
-    view.member = p.member.empty() ? nullptr : member.as<std::uint64_t>();
+    view.member = p.member.empty() ? nullptr : member.data();
+    view.member_bytes = p.member.empty() ? 0 : static_cast<int>(sizeof(std::uint64_t));  // host words, uploaded as is
     view.gather_blocks = p.gather.empty() ? nullptr : gather.as<std::int32_t>();
     view.c_kv_gather = p.c_kv;
     view.n_entries = static_cast<std::int64_t>(p.kv_tile.size());

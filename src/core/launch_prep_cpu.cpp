@@ -68,7 +68,7 @@ PrepBounds prep_bounds(const Plan& plan, const prep::PrepParams& p, std::int64_t
   b.partials = p.split > 1 ? b.items : 0;
   b.merges = p.split > 1 ? b.q_tiles : 0;
   b.metadata_bytes = (b.tile_rows + 1) * 4 + b.entries * (p.pack ? 4 * p.pack : 4) +
-                     (p.membership ? b.entries * 8 : 0) + b.items * static_cast<std::int64_t>(sizeof(WorkItem)) +
+                     b.entries * prep::member_bytes(p) + b.items * static_cast<std::int64_t>(sizeof(WorkItem)) +
                      (b.merges + 1) * 4 + b.merges * static_cast<std::int64_t>(sizeof(WorkItem));
   b.workspace_bytes = split_workspace_bytes(plan, b.partials, head_dim);
   return b;
@@ -80,6 +80,7 @@ TileMetadataView HostTileMetadata::view() const noexcept {
   v.n_items = static_cast<std::int32_t>(items.size());
   v.kv_tile = kv_tile.empty() ? nullptr : kv_tile.data();
   v.member = member.empty() ? nullptr : member.data();
+  v.member_bytes = member.empty() ? 0 : static_cast<std::int32_t>(sizeof(std::uint64_t));
   v.gather_blocks = gather_blocks.empty() ? nullptr : gather_blocks.data();
   v.c_kv_gather = params.pack;
   v.n_entries = n_entries();

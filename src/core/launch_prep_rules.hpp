@@ -69,6 +69,13 @@ inline bool tile_offsets_are_mask_offsets(const PrepParams& p) {
   return p.c_q == 1 && p.c_kv == 1 && p.r_kv == 1 && !p.pack;
 }
 
+/// Bytes per membership word in device memory: c_q (1, 2, 4 or 8) when the plan has membership, else 0 (no array).
+/// Bit qi * 8 + kj has qi < c_q, so c_q bytes hold every bit: the GPU builders store words of this width (the
+/// membership stores were the largest part of launch preparation's traffic with 8 bytes per entry), the kernels read
+/// them zero-extended (member_bits in core/tile_metadata.hpp) and download_tile_metadata widens them to the host's
+/// uint64 words. Host metadata (the CPU twins) always uses 8-byte words.
+TESSERA_HD inline std::int32_t member_bytes(const PrepParams& p) { return p.membership ? p.c_q : 0; }
+
 /// Builds tile row `row` in ascending order from the mask CSR. Writes kv_tile / member / gather (each may be null:
 /// then it only counts; member is written only when p.membership). Returns the number of entries.
 TESSERA_HD inline std::int32_t build_tile_row(const PrepParams& p, const std::int32_t* row_offsets,
@@ -243,10 +250,12 @@ TESSERA_HD inline bool continues_run(const PrepParams& p, const std::int32_t* kv
   return gather[static_cast<std::int64_t>(e) * p.pack] == last + 1;
 }
 
-/// Copies one entry from (kv_in, mem_in, gather_in)[src] to (kv_out, mem_out, gather_out)[dst].
-TESSERA_HD inline void copy_entry(const PrepParams& p, const std::int32_t* kv_in, const std::uint64_t* mem_in,
+/// Copies one entry from (kv_in, mem_in, gather_in)[src] to (kv_out, mem_out, gather_out)[dst]. Member: the
+/// membership word type (std::uint64_t on the host, MemberWord<member_bytes(p)> in device memory).
+template <class Member>
+TESSERA_HD inline void copy_entry(const PrepParams& p, const std::int32_t* kv_in, const Member* mem_in,
                                   const std::int32_t* gather_in, std::int32_t src, std::int32_t* kv_out,
-                                  std::uint64_t* mem_out, std::int32_t* gather_out, std::int32_t dst) {
+                                  Member* mem_out, std::int32_t* gather_out, std::int32_t dst) {
   if (!p.pack) kv_out[dst] = kv_in[src];
   if (p.membership) mem_out[dst] = mem_in[src];
   if (p.pack) {

@@ -16,12 +16,17 @@
 //  - Membership: member[e] (null array = every pair of the tile is active) has bit (qi * 8 + kj) set when
 //    query sub-block qi and kv sub-block kj of the tile are an active pair. Sub-blocks are logical blocks
 //    (B_Q and B_KV tokens) on a coarsened dimension; on a Direct or Refined dimension the index is always 0.
-//    Inactive pairs are masked to -inf before the online-softmax update.
+//    Inactive pairs are masked to -inf before the online-softmax update. Entry e's word is member_bytes bytes
+//    (little-endian, read zero-extended by member_bits()): qi < c_q, so only 8 * c_q bits are ever used, and the
+//    GPU builders store c_q bytes per entry (store traffic of launch preparation); host metadata uses 8.
 //
 // A *work item* is what one CTA (or one step of a persistent CTA) computes: one query tile of one (b, h) over a
 // contiguous range of its tile row's entries. With split-KV several items share a query tile, each writing a
 // partial (O, LSE) to the workspace; the merge index then combines them.
 #include <cstdint>
+#include <type_traits>
+
+#include "core/hd.hpp"
 
 namespace tessera {
 
@@ -65,7 +70,11 @@ struct TileMetadataView {
   std::int32_t implicit_items = 0;
   QueryTileGeometry query_geometry;
   const std::int32_t* kv_tile = nullptr;     ///< [n_entries] span tile index (span forms)
-  const std::uint64_t* member = nullptr;     ///< [n_entries] membership bits, or null = all active
+  /// [n_entries] membership words of member_bytes bytes each (read them with member_bits()), or null = all active.
+  const void* member = nullptr;
+  /// Bytes per membership word: 1, 2, 4 or 8, at least the tile's query sub-block count (c_q); device metadata from
+  /// launch preparation uses c_q (prep::member_bytes), host metadata 8. Unused (0) when member is null.
+  std::int32_t member_bytes = 0;
   const std::int32_t* gather_blocks = nullptr;  ///< [n_entries * c_kv] packed KV logical block indices, or null
   std::int32_t c_kv_gather = 0;              ///< c_kv of the packed form (0 when not packed)
   std::int64_t n_entries = 0;
@@ -96,5 +105,32 @@ struct TileMetadataView {
   const std::int32_t* tile_row_offsets = nullptr;  ///< [n_tile_rows + 1]
   std::int32_t n_tile_rows = 0;
 };
+
+/// The unsigned integer of kBytes bytes (1, 2, 4 or 8): the type of one membership word of that width.
+template <int kBytes>
+using MemberWord =
+    std::conditional_t<kBytes == 1, std::uint8_t,
+                       std::conditional_t<kBytes == 2, std::uint16_t,
+                                          std::conditional_t<kBytes == 4, std::uint32_t, std::uint64_t>>>;
+
+/// *p, on the device through the read-only data cache (__ldg): metadata arrays do not change during a launch.
+template <class T>
+TESSERA_HD inline T load_read_only(const T* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
+
+/// Membership bits of entry e of a member array of `bytes` bytes per word (1, 2, 4 or 8), zero-extended to 64 bits.
+TESSERA_HD inline std::uint64_t member_bits(const void* member, std::int32_t bytes, std::int64_t e) {
+  switch (bytes) {
+    case 1: return load_read_only(static_cast<const std::uint8_t*>(member) + e);
+    case 2: return load_read_only(static_cast<const std::uint16_t*>(member) + e);
+    case 4: return load_read_only(static_cast<const std::uint32_t*>(member) + e);
+    default: return load_read_only(static_cast<const unsigned long long*>(member) + e);
+  }
+}
 
 }  // namespace tessera

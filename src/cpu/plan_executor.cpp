@@ -118,14 +118,14 @@ void execute_plan_cpu(const HostTileMetadata& md, const TensorView& q, const Ten
           for (int s = 0; s < p.pack; ++s) {
             const std::int32_t g = mv.gather_blocks[static_cast<std::int64_t>(e) * p.pack + s];
             if (g < 0) continue;
-            if (mv.member && !((mv.member[e] >> (qi * 8 + s)) & 1)) continue;
+            if (mv.member && !((member_bits(mv.member, mv.member_bytes, e) >> (qi * 8 + s)) & 1)) continue;
             add_range(static_cast<std::int64_t>(g) * md.block_kv, static_cast<std::int64_t>(g + 1) * md.block_kv);
           }
         } else {
           const std::int64_t t0 = static_cast<std::int64_t>(mv.kv_tile[e]) * p.tile_kv;
           for (std::int64_t s0 = t0; s0 < t0 + p.tile_kv; s0 += md.sub_kv) {
             const std::int64_t kj = (s0 - t0) / md.sub_kv;
-            if (mv.member && !((mv.member[e] >> (qi * 8 + kj)) & 1)) continue;
+            if (mv.member && !((member_bits(mv.member, mv.member_bytes, e) >> (qi * 8 + kj)) & 1)) continue;
             add_range(s0, s0 + md.sub_kv);
           }
         }

@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/query_tiles.hpp"
 #include "cuda/check.cuh"
@@ -23,6 +24,26 @@ void download(std::vector<T>& dst, const void* src, std::int64_t n, cudaStream_t
   if (n > 0) TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src, sizeof(T) * n, cudaMemcpyDeviceToHost, s));
 }
 
+// Bytes of a membership array of `entries` words of member_bytes(p) bytes, in whole 8-byte words: the two-pass
+// builder ORs 1- and 2-byte words through the aligned 32-bit word that holds them (member_word.cuh).
+std::int64_t member_array_bytes(const prep::PrepParams& p, std::int64_t entries) {
+  return (entries * prep::member_bytes(p) + 7) / 8 * 8;
+}
+
+// Host copy of a device membership array: n words of `bytes` bytes, widened to the host's 8-byte words.
+void download_member(std::vector<std::uint64_t>& dst, const void* src, std::int64_t n, std::int32_t bytes,
+                     cudaStream_t s) {
+  std::vector<std::uint8_t> raw;
+  download(raw, src, n * bytes, s);
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(s));
+  dst.resize(static_cast<std::size_t>(n));
+  for (std::int64_t e = 0; e < n; ++e) {  // little-endian, as the device
+    std::uint64_t w = 0;
+    std::memcpy(&w, raw.data() + e * bytes, static_cast<std::size_t>(bytes));
+    dst[e] = w;
+  }
+}
+
 // Direct KV on logical rows in ascending order: the tile rows are mu(M)'s CSR (zero copy).
 bool is_zero_copy(const prep::PrepParams& p) { return prep::tile_offsets_are_mask_offsets(p) && p.traversal == 0; }
 
@@ -35,7 +56,8 @@ TileMetadataView DeviceTileMetadata::view() const noexcept {
   v.implicit_items = implicit_items ? 1 : 0;
   v.query_geometry = params.query_geometry();
   v.kv_tile = kv_tile_ptr;
-  v.member = params.membership ? member.as<const std::uint64_t>() : nullptr;
+  v.member = params.membership ? member.data() : nullptr;
+  v.member_bytes = prep::member_bytes(params);
   v.gather_blocks = params.pack ? gather_blocks.as<const std::int32_t>() : nullptr;
   v.c_kv_gather = params.pack;
   v.n_entries = n_entries;
@@ -101,19 +123,19 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
   } else {
     if (!prep::tile_offsets_are_mask_offsets(p)) grow(out.tile_row_offsets, (bd.tile_rows + 1) * 4);
     if (!p.pack) grow(out.kv_tile, bd.entries * 4);
-    if (p.membership) grow(out.member, bd.entries * 8);
+    if (p.membership) grow(out.member, member_array_bytes(p, bd.entries));
     if (p.pack) grow(out.gather_blocks, bd.entries * p.pack * 4);
     if (p.traversal == 2 && prep::run_major_in_emission(p)) {  // run tables of rows whose columns are not staged
       grow(out.runs, mask.nnz * 4);
     } else if (p.traversal == 2) {  // run-major: ascending rows in scratch, then the reorder
       if (!p.pack) grow(out.tmp_kv, bd.entries * 4);
-      if (p.membership) grow(out.tmp_member, bd.entries * 8);
+      if (p.membership) grow(out.tmp_member, member_array_bytes(p, bd.entries));
       if (p.pack) grow(out.tmp_gather, bd.entries * p.pack * 4);
       grow(out.runs, bd.entries * 4);
     }
     prep::TileRowBuffers tb{out.tile_row_offsets.as<std::int32_t>(), out.kv_tile.as<std::int32_t>(),
-                            out.member.as<std::uint64_t>(), out.gather_blocks.as<std::int32_t>(),
-                            out.tmp_kv.as<std::int32_t>(), out.tmp_member.as<std::uint64_t>(),
+                            out.member.data(), out.gather_blocks.as<std::int32_t>(),
+                            out.tmp_kv.as<std::int32_t>(), out.tmp_member.data(),
                             out.tmp_gather.as<std::int32_t>(), out.runs.as<std::int32_t>(),
                             out.lookback.as<std::uint64_t>(), out.cub_temp.data(), out.cub_temp.bytes()};
     const bool persistent_rows = out.row_builder == prep::RowBuilder::kPersistent ||
@@ -176,7 +198,7 @@ HostTileMetadata download_tile_metadata(const DeviceTileMetadata& md, Stream str
   h.params = p;
   download(h.tile_row_offsets, md.row_offsets_ptr, p.tile_rows() + 1, s);
   if (!p.pack) download(h.kv_tile, md.kv_tile_ptr, md.n_entries, s);
-  if (p.membership) download(h.member, md.member.data(), md.n_entries, s);
+  if (p.membership) download_member(h.member, md.member.data(), md.n_entries, prep::member_bytes(p), s);
   if (p.pack) download(h.gather_blocks, md.gather_blocks.data(), md.n_entries * p.pack, s);
   if (md.implicit_items) {  // what the kernels compute: unsplit items from the tile-row offsets (below)
     h.merge_offsets = {0};

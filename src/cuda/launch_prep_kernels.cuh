@@ -14,10 +14,10 @@ namespace tessera::prep {
 struct TileRowBuffers {
   std::int32_t* tile_offsets;  ///< [rows + 1]
   std::int32_t* kv_tile;       ///< [entries] span forms
-  std::uint64_t* member;       ///< [entries] with membership
+  void* member;                ///< [entries] words of member_bytes(p) bytes, with membership (size a multiple of 4 B)
   std::int32_t* gather;        ///< [entries * pack] packed form
   std::int32_t* tmp_kv;
-  std::uint64_t* tmp_member;
+  void* tmp_member;            ///< as member
   std::int32_t* tmp_gather;
   std::int32_t* runs;
   std::uint64_t* lookback;     ///< [tile_rows_lookback_words(p)], zero between launches (single-pass builder)
@@ -35,13 +35,13 @@ std::int64_t tile_rows_lookback_words(const PrepParams& p);
 bool tile_rows_single_pass_fits(const PrepParams& p);
 
 /// Streaming tile-row builder for c_q == 1 (launch_prep_rows_stream.cu): writes the rows' entries (kv_tile or
-/// gather, member) in the plan's traversal order (run-major included: no reorder pass follows) and, unless
-/// tile_offsets_are_mask_offsets(p), tile_offsets (look-back state `lookback` as for the single-pass builder).
-/// runs: run-major scratch, at least mask nnz int32 (unused for other traversals). Returns false without launching
-/// anything when p.c_q != 1 or there are no rows.
+/// gather, member: c_q == 1, so one byte per entry) in the plan's traversal order (run-major included: no reorder
+/// pass follows) and, unless tile_offsets_are_mask_offsets(p), tile_offsets (look-back state `lookback` as for the
+/// single-pass builder). runs: run-major scratch, at least mask nnz int32 (unused for other traversals). Returns false
+/// without launching anything when p.c_q != 1 or there are no rows.
 bool build_tile_rows_stream(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                             std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                            std::uint64_t* member, std::int32_t* gather, std::int32_t* runs, cudaStream_t stream);
+                            std::uint8_t* member, std::int32_t* gather, std::int32_t* runs, cudaStream_t stream);
 
 /// Whether the tile-row builder writes run-major order itself (c_q == 1: the streaming builder), so run-major needs
 /// no ascending scratch copy and no reorder launch; the scratch `runs` then needs mask nnz words (else entries).
@@ -54,14 +54,14 @@ inline bool run_major_in_emission(const PrepParams& p) { return p.c_q == 1; }
 /// it directly), when p.c_q != 1 or there are no rows, or when the kernel cannot run on the current device.
 bool launch_tile_rows_stream_persistent(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                                         std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                                        std::uint64_t* member, std::int32_t* gather, cudaStream_t stream);
+                                        std::uint8_t* member, std::int32_t* gather, cudaStream_t stream);
 
 /// Single-pass bitmap tile-row builder (launch_prep_rows_single_pass.cu), for c_q > 1: writes the rows' entries
-/// (kv_tile or gather, member) in ascending or descending traversal order, and tile_offsets. Returns false without
-/// launching anything when c_q == 1 or the bitmaps do not fit.
+/// (kv_tile or gather, member: words of c_q bytes, MemberWord<c_q>) in ascending or descending traversal order, and
+/// tile_offsets. Returns false without launching anything when c_q == 1 or the bitmaps do not fit.
 bool build_tile_rows_single_pass(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                                  std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                                 std::uint64_t* member, std::int32_t* gather, cudaStream_t stream);
+                                 void* member, std::int32_t* gather, cudaStream_t stream);
 
 /// Builds the tile rows (single pass, else count + scan + fill), then applies the traversal order.
 /// persistent_stream: where the streaming builder needs a look-back, run its persistent form

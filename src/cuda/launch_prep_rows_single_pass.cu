@@ -15,6 +15,7 @@
 //    consecutive lanes store consecutive gather slots; an entry's membership is a segmented OR over its (at most
 //    pack) lanes, carried into the next round when the entry continues there, and stored once by one lane (no
 //    clearing pass, no atomics).
+//  - Membership words are c_q bytes (MemberWord<kCq>, prep::member_bytes): bit qi * 8 + kj with qi < c_q.
 // Used for c_q in {2, 4, 8}, one kernel per c_q and form (span / packed) (c_q == 1 goes to the streaming builder,
 // launch_prep_rows_stream.cu).
 // Rows whose bitmaps do not fit (4 * c_q * ceil(n_kvb / 32) words > 32 KB: n_kvb > 8,192 at c_q = 8, > 16,384 at
@@ -148,7 +149,8 @@ __device__ __forceinline__ std::uint64_t span_bits(std::uint32_t row_saddr, std:
   return (static_cast<std::uint64_t>(half[1]) << 32) | half[0];
 }
 
-// Span forms: entries of the row, stored at kv_row[step * i] (and member_row[step * i]) for the row's entry i:
+// Span forms: entries of the row, stored at kv_row[step * i] (and member_row[step * i], a word of kCq bytes:
+// MemberWord<kCq>) for the row's entry i:
 // step = 1 from the row's first entry (asc), step = -1 from its last (desc: the reversal n - 1 - i). For each
 // stretch of 32 words, lane L owns word w0 + L, and a warp scan of the per-word entry counts gives each word's first
 // entry. The stretch's entries are then expanded 32 at a time with one entry per lane: lane L takes entry
@@ -159,8 +161,8 @@ __device__ __forceinline__ std::uint64_t span_bits(std::uint32_t row_saddr, std:
 // and the store addresses are cursors stepped by 32 entries per round (no 64-bit index arithmetic per entry).
 template <int kCq>
 __device__ __forceinline__ void emit_span_row(const UnitRules& ur, const RowBitmap<kCq>& r, int step,
-                                              std::int32_t* __restrict__ kv_row, std::uint64_t* __restrict__ member_row,
-                                              const std::uint8_t* lut) {
+                                              std::int32_t* __restrict__ kv_row,
+                                              MemberWord<kCq>* __restrict__ member_row, const std::uint8_t* lut) {
   const int lane = threadIdx.x % 32;
   const RefineDivider rd(ur.r_kv);
   const std::uint32_t group_mask4 = ur.group_mask * 0x01010101u;
@@ -180,7 +182,7 @@ __device__ __forceinline__ void emit_span_row(const UnitRules& ur, const RowBitm
     const auto at = static_cast<std::uintptr_t>(step * (done + lane));  // entries from the row base (mod 2^64)
     const auto stride = static_cast<std::uintptr_t>(32 * step);
     std::uintptr_t kv_at = reinterpret_cast<std::uintptr_t>(kv_row) + at * sizeof(std::int32_t);
-    std::uintptr_t member_at = reinterpret_cast<std::uintptr_t>(member_row) + at * sizeof(std::uint64_t);
+    std::uintptr_t member_at = reinterpret_cast<std::uintptr_t>(member_row) + at * sizeof(MemberWord<kCq>);
 #pragma unroll 1
     for (std::int32_t base = 0; base < total; base += 32) {
       const std::int32_t e = base + lane;
@@ -192,29 +194,32 @@ __device__ __forceinline__ void emit_span_row(const UnitRules& ur, const RowBitm
         const int b = nth_set_bit(h, rd.div(k), lut);
         const std::int32_t ow = w0 + owner;
         *reinterpret_cast<std::int32_t*>(kv_at) = ((ow * 32 + b) >> log_ckv) * r_kv + rd.mod(k);
-        if (member_row) *reinterpret_cast<std::uint64_t*>(member_at) = span_bits<kCq>(row_saddr, ow, b, group_mask4);
+        if (member_row) {  // bytes qi < kCq of the bits: the rest are zero
+          *reinterpret_cast<MemberWord<kCq>*>(member_at) =
+              static_cast<MemberWord<kCq>>(span_bits<kCq>(row_saddr, ow, b, group_mask4));
+        }
       }
       kv_at += stride * sizeof(std::int32_t);
-      member_at += stride * sizeof(std::uint64_t);
+      member_at += stride * sizeof(MemberWord<kCq>);
     }
     done += total;
   }
 }
 
 // Packed KV (c_kv == 1: a unit is a logical kv block): the row's n_units units in n_row entries. g_row: the gather
-// slots of the row's first entry (gather + o * pack); m_row: its membership (member + o), or null. desc: entry i of
-// the row goes to entry n_row - 1 - i (its slots keep their order). Per stretch of 32 words as emit_span_row, then
-// one unit per lane: lane L takes the stretch's unit e = base + L (row rank k = done + e) and writes gather slot
-// k % pack of entry k / pack (consecutive lanes: consecutive slots; the slot of a lane is fixed within a stretch,
-// since pack divides 32, so the store addresses are cursors stepped by 32 slots per round), and its membership bits
-// (byte qi: bit k % pack when logical row qi has the block). An entry's bits are OR-ed over its lanes by a
-// segmented inclusive scan (slot s takes lane L - off when s >= off), so the entry's last unit (slot pack - 1, or the
-// row's last unit) holds them all and stores them; an entry that continues into the next round (or stretch) passes
+// slots of the row's first entry (gather + o * pack); m_row: its membership (member + o, words of kCq bytes), or null.
+// desc: entry i of the row goes to entry n_row - 1 - i (its slots keep their order). Per stretch of 32 words as
+// emit_span_row, then one unit per lane: lane L takes the stretch's unit e = base + L (row rank k = done + e) and
+// writes gather slot k % pack of entry k / pack (consecutive lanes: consecutive slots; the slot of a lane is fixed
+// within a stretch, since pack divides 32, so the store addresses are cursors stepped by 32 slots per round), and its
+// membership bits (byte qi: bit k % pack when logical row qi has the block). An entry's bits are OR-ed over its lanes
+// by a segmented inclusive scan (slot s takes lane L - off when s >= off), so the entry's last unit (slot pack - 1, or
+// the row's last unit) holds them all and stores them; an entry that continues into the next round (or stretch) passes
 // its bits on through `carry`, which lane 0 of the next round adds. The padding slots (-1) of the last entry follow.
 template <int kCq>
 __device__ __forceinline__ void emit_packed_row(const UnitRules& ur, const RowBitmap<kCq>& r, std::int32_t n_units,
                                                 std::int32_t n_row, int desc, std::int32_t* __restrict__ g_row,
-                                                std::uint64_t* __restrict__ m_row, const std::uint8_t* lut) {
+                                                MemberWord<kCq>* __restrict__ m_row, const std::uint8_t* lut) {
   using Bits = std::conditional_t<kCq == 8, std::uint64_t, std::uint32_t>;  // bit qi * 8 + slot < 32 for c_q <= 4
   const int lane = threadIdx.x % 32;
   const int pack = ur.pack;
@@ -261,7 +266,8 @@ __device__ __forceinline__ void emit_packed_row(const UnitRules& ur, const RowBi
         }
         const int last = min(31, total - 1 - base);  // the round's last unit
         carry = ((done + base + last) & (pack - 1)) != pack - 1 ? __shfl_sync(kFull, bits, last) : Bits{0};
-        if (e < total && (slot == pack - 1 || done + e == n_units - 1)) m_row[m_at] = bits;
+        if (e < total && (slot == pack - 1 || done + e == n_units - 1))
+          m_row[m_at] = static_cast<MemberWord<kCq>>(bits);  // bytes qi < kCq: the rest are zero
       }
     }
     done += total;
@@ -283,7 +289,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasSpan)
     rows_single_pass_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
                             const std::int32_t* __restrict__ cols, std::int32_t* __restrict__ tile_offsets,
                             LookBackState lb, std::int32_t words, std::int32_t* __restrict__ kv_tile,
-                            std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather, int desc) {
+                            MemberWord<kCq>* __restrict__ member, std::int32_t* __restrict__ gather, int desc) {
   extern __shared__ uint4 bitmaps_v[];  // [kWarps][words][kCq] words (16-byte aligned for the vector loads)
   __shared__ std::int32_t bounds[kWarps][kMaxMappingFactor + 1];
   __shared__ std::int32_t row_entries[kWarps];
@@ -332,24 +338,26 @@ std::int32_t bitmap_words(const PrepParams& p) { return static_cast<std::int32_t
 
 std::int64_t smem_bytes(const PrepParams& p) { return std::int64_t{kWarps} * p.c_q * bitmap_words(p) * 4; }
 
+// The kernel for kCq = p.c_q and the KV form; membership words of kCq bytes (member_bytes).
 template <int kCq>
 void launch_rows_cq(const PrepParams& p, unsigned ctas, std::size_t smem, const std::int32_t* row_offsets,
                     const std::int32_t* cols, std::int32_t* tile_offsets, LookBackState lb, std::int32_t* kv_tile,
-                    std::uint64_t* member, std::int32_t* gather, int desc, cudaStream_t stream) {
+                    void* member, std::int32_t* gather, int desc, cudaStream_t stream) {
   const std::int32_t words = bitmap_words(p);
+  auto* m = static_cast<MemberWord<kCq>*>(member);
   if (p.pack) {
     rows_single_pass_kernel<kCq, true><<<ctas, kThreads, smem, stream>>>(p, row_offsets, cols, tile_offsets, lb,
-                                                                         words, kv_tile, member, gather, desc);
+                                                                         words, kv_tile, m, gather, desc);
   } else {
     rows_single_pass_kernel<kCq, false><<<ctas, kThreads, smem, stream>>>(p, row_offsets, cols, tile_offsets, lb,
-                                                                          words, kv_tile, member, gather, desc);
+                                                                          words, kv_tile, m, gather, desc);
   }
 }
 
 // The kernel for p.c_q (2, 4 or 8) and the KV form.
 void launch_rows(const PrepParams& p, unsigned ctas, std::size_t smem, const std::int32_t* row_offsets,
                  const std::int32_t* cols, std::int32_t* tile_offsets, LookBackState lb, std::int32_t* kv_tile,
-                 std::uint64_t* member, std::int32_t* gather, int desc, cudaStream_t stream) {
+                 void* member, std::int32_t* gather, int desc, cudaStream_t stream) {
   if (p.c_q == 2) {
     launch_rows_cq<2>(p, ctas, smem, row_offsets, cols, tile_offsets, lb, kv_tile, member, gather, desc, stream);
   } else if (p.c_q == 4) {
@@ -377,7 +385,7 @@ bool tile_rows_single_pass_fits(const PrepParams& p) {
 
 bool build_tile_rows_single_pass(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                                  std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                                 std::uint64_t* member, std::int32_t* gather, cudaStream_t stream) {
+                                 void* member, std::int32_t* gather, cudaStream_t stream) {
   const std::int64_t rows = p.tile_rows();
   if (rows == 0 || p.c_q == 1 || !tile_rows_single_pass_fits(p)) return false;
   const auto ctas = static_cast<unsigned>((rows + kWarps - 1) / kWarps);

@@ -14,7 +14,7 @@
 //    first. Offsets come from a decoupled look-back over the CTAs (launch_prep_lookback.cuh), or are mu(M)'s own
 //    (Direct KV) with no look-back.
 //  - Membership: span units OR 1 << (col % c_kv) over their (at most c_kv) columns; a packed entry with k units
-//    has bits 0 .. k-1 (c_q == 1: one logical row).
+//    has bits 0 .. k-1 (c_q == 1: one logical row, so one-byte membership words, prep::member_bytes).
 //  - Run-major traversal: written directly in its final order (launch_prep_run_major.cuh: each row's runs are found
 //    and given their destinations while the counts are taken, then the emission maps every entry to its run);
 //    Direct KV: launch_prep_run_major_direct.cuh, a counting sort of each row's runs by length that writes whole runs).
@@ -41,13 +41,13 @@ using namespace stream;
 enum class Order { kLinear, kRuns, kDirectRuns };
 
 // The rows of one CTA (ticket `tile`): first every row's entry count (run-major: and its run table), then
-// (kLookBack) one look-back for the CTA's total, then the rows are written. All threads.
-template <bool kLookBack, Order kOrder, class Columns>
+// (kLookBack) one look-back for the CTA's total, then the rows are written. All threads. kMember == p.membership.
+template <bool kLookBack, Order kOrder, bool kMember, class Columns>
 __device__ __forceinline__ void rows_stream_cta(const PrepParams& p, const UnitRules& ur, std::int32_t tile,
                                                 const std::int32_t* __restrict__ row_offsets, Columns cs,
                                                 RunTables tables, std::int32_t* __restrict__ tile_offsets,
                                                 const LookBackState& lb, std::int32_t* __restrict__ kv_tile,
-                                                std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather,
+                                                std::uint8_t* __restrict__ member, std::int32_t* __restrict__ gather,
                                                 int desc) {
   __shared__ CtaRows cr;
   __shared__ DirectRuns dr;  // Order::kDirectRuns: each row's runs and longest run
@@ -76,23 +76,24 @@ __device__ __forceinline__ void rows_stream_cta(const PrepParams& p, const UnitR
     __syncwarp();
   }
   if constexpr (kOrder == Order::kRuns) {
-    emit_cta_rows_run_major<kLookBack>(p, ur, cs, cr, tables, kv_tile, member, gather);
+    emit_cta_rows_run_major<kLookBack, kMember>(p, ur, cs, cr, tables, kv_tile, member, gather);
   } else if constexpr (kOrder == Order::kDirectRuns) {
     emit_cta_direct_runs<kLookBack>(p, cs, cr, tables, dr, kv_tile, member);
   } else {
-    emit_cta_rows<kLookBack>(p, ur, cs, cr, desc, kv_tile, member, gather);
+    emit_cta_rows<kLookBack, kMember>(p, ur, cs, cr, desc, kv_tile, member, gather);
   }
 }
 
 // kRowsPerCta consecutive tile rows per CTA, kRowsPerWarp per warp; their columns are read from a shared copy when
 // it fits (stage_columns), else from global memory. Run-major (both methods): half the staged columns, and the
 // other half of the shared memory holds the rows' run tables (launch_prep_run_major.cuh); with columns from global
-// memory the run tables are `runs` (global scratch, mu(M)'s size).
-template <bool kLookBack, Order kOrder>
+// memory the run tables are `runs` (global scratch, mu(M)'s size). kMember == (p.membership != 0): the kernels
+// without membership (Direct, Refined KV) have no member code (member is null for them).
+template <bool kLookBack, Order kOrder, bool kMember>
 __global__ void __launch_bounds__(kThreads, 3)
     rows_stream_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
                        const std::int32_t* __restrict__ cols, std::int32_t* __restrict__ tile_offsets, LookBackState lb,
-                       std::int32_t* __restrict__ kv_tile, std::uint64_t* __restrict__ member,
+                       std::int32_t* __restrict__ kv_tile, std::uint8_t* __restrict__ member,
                        std::int32_t* __restrict__ gather, std::int32_t* __restrict__ runs, int desc) {
   constexpr bool kRunMajor = kOrder != Order::kLinear;
   constexpr std::int32_t kCapacity = kRunMajor ? kStageCols / 2 : kStageCols;
@@ -106,27 +107,32 @@ __global__ void __launch_bounds__(kThreads, 3)
   std::int32_t first = 0;
   if (stage_columns<kCapacity>(cols, __ldg(row_offsets + cta_r0),
                                __ldg(row_offsets + min(cta_r0 + kRowsPerCta, rows)), stage, first)) {
-    rows_stream_cta<kLookBack, kOrder>(p, ur, tile, row_offsets, SharedColumns{stage, first},
-                                       RunTables{run_tables, first}, tile_offsets, lb, kv_tile, member, gather,
-                                       desc);
+    rows_stream_cta<kLookBack, kOrder, kMember>(p, ur, tile, row_offsets, SharedColumns{stage, first},
+                                                RunTables{run_tables, first}, tile_offsets, lb, kv_tile, member,
+                                                gather, desc);
   } else {
-    rows_stream_cta<kLookBack, kOrder>(p, ur, tile, row_offsets, GlobalColumns{cols}, RunTables{runs, 0},
-                                       tile_offsets, lb, kv_tile, member, gather, desc);
+    rows_stream_cta<kLookBack, kOrder, kMember>(p, ur, tile, row_offsets, GlobalColumns{cols}, RunTables{runs, 0},
+                                                tile_offsets, lb, kv_tile, member, gather, desc);
   }
 }
 
 template <Order kOrder>
 void launch_rows_stream(const PrepParams& p, unsigned ctas, const std::int32_t* row_offsets, const std::int32_t* cols,
                         std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                        std::uint64_t* member, std::int32_t* gather, std::int32_t* runs, int desc,
+                        std::uint8_t* member, std::int32_t* gather, std::int32_t* runs, int desc,
                         cudaStream_t stream) {
-  if (tile_offsets_are_mask_offsets(p)) {
-    rows_stream_kernel<false, kOrder><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, nullptr, LookBackState{},
-                                                                     kv_tile, member, gather, runs, desc);
-  } else {
-    rows_stream_kernel<true, kOrder><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, tile_offsets,
-                                                                    detail::lookback_state(lookback), kv_tile, member,
-                                                                    gather, runs, desc);
+  if (tile_offsets_are_mask_offsets(p)) {  // Direct KV: no membership (c_q == c_kv == 1, not packed)
+    rows_stream_kernel<false, kOrder, false><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, nullptr,
+                                                                            LookBackState{}, kv_tile, nullptr,
+                                                                            gather, runs, desc);
+  } else if (p.membership) {  // Coarsened or packed KV
+    rows_stream_kernel<true, kOrder, true><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, tile_offsets,
+                                                                          detail::lookback_state(lookback),
+                                                                          kv_tile, member, gather, runs, desc);
+  } else {  // Direct KV with look-back (Refined Q), Refined KV
+    rows_stream_kernel<true, kOrder, false><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, tile_offsets,
+                                                                           detail::lookback_state(lookback),
+                                                                           kv_tile, nullptr, gather, runs, desc);
   }
 }
 
@@ -134,7 +140,7 @@ void launch_rows_stream(const PrepParams& p, unsigned ctas, const std::int32_t* 
 
 bool build_tile_rows_stream(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                             std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                            std::uint64_t* member, std::int32_t* gather, std::int32_t* runs, cudaStream_t stream) {
+                            std::uint8_t* member, std::int32_t* gather, std::int32_t* runs, cudaStream_t stream) {
   const std::int64_t rows = p.tile_rows();
   if (rows == 0 || p.c_q != 1) return false;
   const auto ctas = static_cast<unsigned>((rows + kRowsPerCta - 1) / kRowsPerCta);  // <= the single-pass builder's

@@ -3,6 +3,7 @@
 // rows; launch_prep_rows_stream_persistent.cu: persistent CTAs that pipeline the look-back). The method is described
 // in launch_prep_rows_stream.cu. Device code only.
 #include <cstdint>
+#include <type_traits>
 
 #include "core/launch_prep_rules.hpp"
 #include "cuda/launch_prep_warp.cuh"
@@ -136,6 +137,63 @@ struct LinearOrder {
   __device__ __forceinline__ std::int32_t at(std::int32_t k) const { return d0 + step * k; }
 };
 
+// One chunk of emit_refined_row: its n entries at kv_row[d], lane L's first one at d, then every 32nd (d stepping by
+// `stride`); the chunk's columns in c (lane u: column u). Lane L's first entry is index j of unit u; 32 entries on,
+// the unit is du further and the index dj (32 = du r_kv + dj); kWrap = (dj != 0): r_kv 3 or 6, else j is constant.
+template <bool kWrap>
+__device__ __forceinline__ void emit_refined_chunk(std::int32_t* __restrict__ kv_row, std::int32_t d,
+                                                   std::int32_t stride, std::int32_t n, std::int32_t c,
+                                                   std::int32_t r_kv, std::int32_t u, std::int32_t j, std::int32_t du,
+                                                   std::int32_t dj) {
+  const int lane = threadIdx.x % 32;
+  const std::int32_t whole = n & ~31;  // entries of the whole 32-entry steps
+  std::int32_t q0 = 0;
+#pragma unroll 2
+  for (; q0 < whole; q0 += 32, d += stride) {  // warp-uniform trip count: every lane shuffles and stores
+    kv_row[d] = __shfl_sync(kFull, c, u) * r_kv + j;
+    u += du;
+    if constexpr (kWrap) {
+      j += dj;
+      if (j >= r_kv) j -= r_kv, ++u;
+    }
+  }
+  if (q0 < n) {  // the ragged step: lanes from n - q0 on hold no entry
+    const std::int32_t unit = __shfl_sync(kFull, c, u);
+    if (q0 + lane < n) kv_row[d] = unit * r_kv + j;
+  }
+}
+
+// Writes the entries of a Refined KV row (c_kv == 1, r_kv > 1; no membership) at kv_row in linear order: every
+// column is a unit of r_kv entries (fewer for the ragged last unit), and the warp writes the chunk's entries 32
+// consecutive ones at a time: lane L writes entry q = 32 i + L of the chunk, whose unit is the chunk's column
+// q / r_kv (shuffled from that lane) and whose index in the unit is q % r_kv. One store instruction then covers 128
+// contiguous bytes (4 sectors) instead of 32 lanes' groups of r_kv entries (16 sectors at r_kv = 4, each written
+// r_kv times). The unit comes from a shuffle, not from __fns (which made an earlier one-entry-per-lane emission
+// slower: bench/NOTES.md, fifth pass).
+template <class Columns>
+__device__ __forceinline__ void emit_refined_row(const UnitRules& ur, Columns cols, std::int32_t b, std::int32_t e,
+                                                 LinearOrder order, std::int32_t* __restrict__ kv_row) {
+  const int lane = threadIdx.x % 32;
+  const std::int32_t r_kv = ur.r_kv;
+  const std::int32_t u0 = lane / r_kv, j0 = lane - u0 * r_kv;  // entry q = lane: unit u0, index j0
+  const std::int32_t du = 32 / r_kv, dj = 32 - du * r_kv;      // q -> q + 32: 32 = du r_kv + dj
+  const std::int32_t stride = 32 * order.step;                 // entry q -> q + 32
+  std::int32_t k0 = 0;                                         // entries of the row before the chunk
+  for (ColumnSweep<Columns> sw(cols, b, e, 0); sw.more(); sw.advance()) {
+    sw.step();
+    const std::int32_t units = min(32, e - sw.base);  // the chunk's columns, one unit each
+    std::int32_t n = units * r_kv;                     // the chunk's entries (units before are whole)
+    if (__shfl_sync(kFull, sw.c, units - 1) == ur.last_unit) n += ur.last_extra;
+    const std::int32_t d = order.at(k0 + lane);
+    if (dj == 0) {
+      emit_refined_chunk<false>(kv_row, d, stride, n, sw.c, r_kv, u0, j0, du, dj);
+    } else {
+      emit_refined_chunk<true>(kv_row, d, stride, n, sw.c, r_kv, u0, j0, du, dj);
+    }
+    k0 += n;
+  }
+}
+
 // Writes the entries of one tile row (columns [b, e), n_units units, n_row entries at o): entry k of the row (k in
 // ascending build order) goes to o + order.at(k) (32-bit inside a row). Each form has its own loop, so the per-chunk
 // work is only its own:
@@ -144,16 +202,19 @@ struct LinearOrder {
 //  - span: the lane that starts a unit writes its r_kv entries (fewer for the row's ragged last unit), with the
 //    unit's membership (c_q == 1: 8 bits, a 32-bit segmented OR). Expanding the entries one per lane instead
 //    (consecutive lanes on consecutive entries, the unit found with __fns) was slower on the H200: Refined r2/r4
-//    55/66 -> 80/111 us, from __fns's instruction cost (bench/NOTES.md).
-template <class Columns, class Order>
+//    55/66 -> 80/111 us, from __fns's instruction cost (bench/NOTES.md);
+//  - Refined KV in linear order: emit_refined_row (one entry per lane, the unit shuffled: c_kv == 1).
+// kMember: whether the plan has membership (p.membership, which the launch turns into this constant): the kernels
+// without it (Direct and Refined KV) carry no member code at all. kRefined: whether the row may be Refined KV (only
+// kernels with a look-back and without membership: Direct KV has neither r_kv > 1 nor a look-back).
+template <bool kMember, bool kRefined, class Columns, class Order>
 __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& ur, Columns cols, std::int32_t b,
                                          std::int32_t e, std::int32_t n_units, std::int64_t o, Order order,
-                                         std::int32_t* __restrict__ kv_tile, std::uint64_t* __restrict__ member,
+                                         std::int32_t* __restrict__ kv_tile, std::uint8_t* __restrict__ member,
                                          std::int32_t* __restrict__ gather) {
   const int lane = threadIdx.x % 32;
   const int log_ckv = ur.log_ckv;
-  const bool with_member = p.membership != 0;
-  std::uint64_t* __restrict__ m_row = with_member ? member + o : nullptr;
+  std::uint8_t* __restrict__ m_row = kMember ? member + o : nullptr;  // c_q == 1: one byte per entry
   std::int32_t units_before = 0;
   if (ur.pack) {
     const int pack = ur.pack;
@@ -170,7 +231,7 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
         g_row[de * pack + slot] = sw.c >> log_ckv;
         if (slot == 0) {
           const std::int32_t k = min(pack, n_units - rank);  // units of this entry
-          if (with_member) m_row[de] = (std::uint64_t{1} << k) - 1;
+          if constexpr (kMember) m_row[de] = static_cast<std::uint8_t>((1u << k) - 1u);
           for (std::int32_t s = k; s < pack; ++s) g_row[de * pack + s] = -1;  // padding slots of the last entry
         }
       }
@@ -182,14 +243,21 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
   const std::int32_t c_kv = ur.c_kv;
   const std::int32_t kj_mask = c_kv - 1;  // a column's block inside its unit
   const int r_kv = ur.r_kv;
+  static_assert(!(kMember && kRefined), "Refined KV (c_kv == 1, not packed, c_q == 1) has no membership");
+  if constexpr (kRefined && std::is_same_v<Order, LinearOrder>) {
+    if (log_ckv == 0 && r_kv > 1) {  // Refined KV
+      emit_refined_row(ur, cols, b, e, order, kv_row);
+      return;
+    }
+  }
   for (ColumnSweep<Columns> sw(cols, b, e, log_ckv); sw.more(); sw.advance()) {
     const bool start = sw.step();
     const std::int32_t c = sw.c;
     const std::int32_t unit = c >> log_ckv;
     const unsigned bal = __ballot_sync(kFull, start);
     order.chunk(ur, sw, start, bal, units_before);
-    std::uint32_t bits = 0;  // c_q == 1: membership bits 0 .. c_kv - 1
-    if (with_member) {
+    [[maybe_unused]] std::uint32_t bits = 0;  // c_q == 1: membership bits 0 .. c_kv - 1
+    if constexpr (kMember) {
       // OR of 1 << (col % c_kv) over the unit's columns: a segmented OR over the (at most c_kv) lanes of each unit
       // in this chunk; a unit that continues into the next chunk reads its remaining columns there.
       bits = warp_segmented_or_down(sw.valid() ? 1u << (c & kj_mask) : 0u, unit, c_kv);
@@ -206,10 +274,11 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
       // Units before are whole (only the row's last unit can be ragged): this unit's entries start at rank * r_kv.
       const std::int32_t first = (units_before + __popc(bal & lanes_below(lane))) * r_kv;
       const std::int32_t ne = ur.entries(unit);
-      for (std::int32_t j = 0; j < ne; ++j) {
+#pragma unroll 1
+      for (std::int32_t j = 0; j < ne; ++j) {  // Direct and Coarsened KV: one entry, so no unrolled remainder
         const std::int32_t d = order.at(first + j);
         kv_row[d] = unit * r_kv + j;
-        if (with_member) m_row[d] = bits;
+        if constexpr (kMember) m_row[d] = static_cast<std::uint8_t>(bits);
       }
     }
     units_before += __popc(bal);
@@ -262,19 +331,21 @@ __device__ __forceinline__ void write_cta_row_offsets(CtaRows& cr, const PrepPar
   if (row == rows - 1) tile_offsets[rows] = before + excl + v;
 }
 
-// Warps 0 .. kWarps-1: each writes its rows' entries (kLookBack: at cr.first; else at mu(M)'s offsets, Direct KV).
-template <bool kLookBack, class Columns>
+// Warps 0 .. kWarps-1: each writes its rows' entries (kLookBack: at cr.first; else at mu(M)'s offsets, Direct KV);
+// kMember == (p.membership != 0).
+template <bool kLookBack, bool kMember, class Columns>
 __device__ __forceinline__ void emit_cta_rows(const PrepParams& p, const UnitRules& ur, Columns cs, const CtaRows& cr,
                                               int desc, std::int32_t* __restrict__ kv_tile,
-                                              std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather) {
+                                              std::uint8_t* __restrict__ member, std::int32_t* __restrict__ gather) {
   const int warp = threadIdx.x / 32;
 #pragma unroll 1
   for (int r = warp * kRowsPerWarp; r < (warp + 1) * kRowsPerWarp; ++r) {
     const std::int32_t n = cr.entries[r];
     if (n == 0) continue;
     const std::int64_t o = kLookBack ? cr.first[r] : cr.b[r];  // Direct KV: mu(M)'s offsets
-    emit_row(p, ur, cs, cr.b[r], cr.e[r], cr.units[r], o, LinearOrder{desc ? n - 1 : 0, desc ? -1 : 1}, kv_tile,
-             member, gather);
+    const LinearOrder order{desc ? n - 1 : 0, desc ? -1 : 1};
+    emit_row<kMember, kLookBack && !kMember>(p, ur, cs, cr.b[r], cr.e[r], cr.units[r], o, order, kv_tile, member,
+                                             gather);
   }
 }
 

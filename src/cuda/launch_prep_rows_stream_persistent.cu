@@ -135,29 +135,32 @@ __device__ __forceinline__ std::int32_t workers_before(const PrepParams& p, cons
 }
 
 // The worker warps' part of step k after the CTA barrier: write T_{k-1}'s rows (columns staged from prev_first, or
-// global memory when prev_first < 0).
+// global memory when prev_first < 0). kMember == (p.membership != 0).
+template <bool kMember>
 __device__ __forceinline__ void workers_after(const PrepParams& p, const UnitRules& ur,
                                               const std::int32_t* __restrict__ cols, const PersistentShared& sh,
                                               const std::int32_t* stage, int k, std::int32_t prev_first,
-                                              std::int32_t* __restrict__ kv_tile, std::uint64_t* __restrict__ member,
+                                              std::int32_t* __restrict__ kv_tile, std::uint8_t* __restrict__ member,
                                               std::int32_t* __restrict__ gather, int desc) {
   const CtaRows& cr = sh.rows[(k + 1) & 1];
   if (prev_first >= 0) {
-    emit_cta_rows<true>(p, ur, SharedColumns{stage + ((k + 1) & 1) * kStageCols, prev_first}, cr, desc, kv_tile,
-                        member, gather);
+    emit_cta_rows<true, kMember>(p, ur, SharedColumns{stage + ((k + 1) & 1) * kStageCols, prev_first}, cr, desc,
+                                 kv_tile, member, gather);
   } else {
-    emit_cta_rows<true>(p, ur, GlobalColumns{cols}, cr, desc, kv_tile, member, gather);
+    emit_cta_rows<true, kMember>(p, ur, GlobalColumns{cols}, cr, desc, kv_tile, member, gather);
   }
 }
 
 // One loop for all 512 threads, so every thread meets every CTA barrier at the same call site: step k is
 // [role before] | __syncthreads | [role after], and the ticket of the next step is read from shared memory by all.
-// The loop ends after the step whose ticket is past the last (that step only writes T_{k-1}).
+// The loop ends after the step whose ticket is past the last (that step only writes T_{k-1}). kMember ==
+// (p.membership != 0): the Refined KV kernel has no member code.
+template <bool kMember>
 __global__ void __launch_bounds__(kPersistentThreads, kCtasPerSm)
     rows_stream_persistent_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
                                   const std::int32_t* __restrict__ cols, std::int32_t* __restrict__ tile_offsets,
                                   LookBackState lb, std::int32_t* __restrict__ kv_tile,
-                                  std::uint64_t* __restrict__ member, std::int32_t* __restrict__ gather, int desc,
+                                  std::uint8_t* __restrict__ member, std::int32_t* __restrict__ gather, int desc,
                                   std::int32_t n_tiles) {
   extern __shared__ __align__(16) std::int32_t stage[];  // [2][kStageCols]
   __shared__ PersistentShared sh;
@@ -188,7 +191,7 @@ __global__ void __launch_bounds__(kPersistentThreads, kCtasPerSm)
       if (lookback) {
         if (more) total = lookback_after(lb, sh, k, cur);
       } else if (k > 0) {
-        workers_after(p, ur, cols, sh, stage, k, prev_first, kv_tile, member, gather, desc);
+        workers_after<kMember>(p, ur, cols, sh, stage, k, prev_first, kv_tile, member, gather, desc);
       }
       if (!more) break;
       prev = cur;
@@ -199,8 +202,10 @@ __global__ void __launch_bounds__(kPersistentThreads, kCtasPerSm)
   if (lookback) lookback_finish_warp(lb, static_cast<std::int32_t>(gridDim.x), n_tiles);
 }
 
-// Resident CTAs of the persistent kernel on the current device (SMs x CTAs per SM), found once per device (devices
-// 0..63; the shared-memory opt-in is set then too); 0 when it cannot run there.
+// Resident CTAs of the persistent kernel rows_stream_persistent_kernel<kMember> on the current device (SMs x CTAs
+// per SM), found once per device and kernel (devices 0..63; the kernel's shared-memory opt-in is set then too); 0
+// when it cannot run there.
+template <bool kMember>
 int persistent_ctas() {
   static std::atomic<int> known[64];  // per device: 0 not yet asked, -1 cannot run, else the CTAs
   int dev = 0;
@@ -209,7 +214,7 @@ int persistent_ctas() {
     const int c = known[dev].load(std::memory_order_relaxed);
     if (c != 0) return std::max(c, 0);
   }
-  const void* fn = reinterpret_cast<const void*>(&rows_stream_persistent_kernel);
+  const void* fn = reinterpret_cast<const void*>(&rows_stream_persistent_kernel<kMember>);
   int per_sm = 0, sms = 0;
   if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, kDynamicSmem) != cudaSuccess) {
     (void)cudaGetLastError();  // too little shared memory on this device: not an error, the caller falls back
@@ -226,16 +231,23 @@ int persistent_ctas() {
 
 bool launch_tile_rows_stream_persistent(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                                         std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                                        std::uint64_t* member, std::int32_t* gather, cudaStream_t stream) {
+                                        std::uint8_t* member, std::int32_t* gather, cudaStream_t stream) {
   const std::int64_t rows = p.tile_rows();
   if (rows == 0 || p.c_q != 1 || tile_offsets_are_mask_offsets(p) || p.traversal == 2) return false;
-  const int resident = persistent_ctas();
+  const bool with_member = p.membership != 0;  // Coarsened or packed KV; Refined KV has none
+  const int resident = with_member ? persistent_ctas<true>() : persistent_ctas<false>();
   if (resident == 0) return false;
   const auto n_tiles = static_cast<std::int32_t>((rows + kRowsPerTicket - 1) / kRowsPerTicket);
   const auto ctas = static_cast<unsigned>(std::min<std::int64_t>(n_tiles, resident));
-  rows_stream_persistent_kernel<<<ctas, kPersistentThreads, kDynamicSmem, stream>>>(
-      p, row_offsets, cols, tile_offsets, detail::lookback_state(lookback), kv_tile, member, gather,
-      p.traversal == 1 ? 1 : 0, n_tiles);  // ascending or descending (run-major: the streaming kernel)
+  const int desc = p.traversal == 1 ? 1 : 0;  // ascending or descending (run-major: the streaming kernel)
+  if (with_member) {
+    rows_stream_persistent_kernel<true><<<ctas, kPersistentThreads, kDynamicSmem, stream>>>(
+        p, row_offsets, cols, tile_offsets, detail::lookback_state(lookback), kv_tile, member, gather, desc, n_tiles);
+  } else {
+    rows_stream_persistent_kernel<false><<<ctas, kPersistentThreads, kDynamicSmem, stream>>>(
+        p, row_offsets, cols, tile_offsets, detail::lookback_state(lookback), kv_tile, nullptr, gather, desc,
+        n_tiles);
+  }
   TESSERA_CUDA_CHECK_LAUNCH();
   return true;
 }

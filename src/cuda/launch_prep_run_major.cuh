@@ -155,12 +155,12 @@ __device__ __forceinline__ void plan_cta_runs(const UnitRules& ur, Columns cs, c
 }
 
 // Warps 0 .. kWarps-1, run-major traversal: step 3 for the warp's rows (kLookBack: at cr.first; else at mu(M)'s
-// offsets, Direct KV).
-template <bool kLookBack, class Columns>
+// offsets, Direct KV); kMember == (p.membership != 0).
+template <bool kLookBack, bool kMember, class Columns>
 __device__ __forceinline__ void emit_cta_rows_run_major(const PrepParams& p, const UnitRules& ur, Columns cs,
                                                         const CtaRows& cr, RunTables tables,
                                                         std::int32_t* __restrict__ kv_tile,
-                                                        std::uint64_t* __restrict__ member,
+                                                        std::uint8_t* __restrict__ member,  // c_q == 1: 1 byte
                                                         std::int32_t* __restrict__ gather) {
   const int warp = threadIdx.x / 32;
   const int log_pack = ur.pack ? log2_factor(ur.pack) : 0;
@@ -168,8 +168,8 @@ __device__ __forceinline__ void emit_cta_rows_run_major(const PrepParams& p, con
   for (int r = warp * kRowsPerWarp; r < (warp + 1) * kRowsPerWarp; ++r) {
     if (cr.entries[r] == 0) continue;
     const std::int64_t o = kLookBack ? cr.first[r] : cr.b[r];
-    emit_row(p, ur, cs, cr.b[r], cr.e[r], cr.units[r], o, RunOrder{tables.row(cr.b[r]), log_pack}, kv_tile,
-             member, gather);
+    emit_row<kMember, false>(p, ur, cs, cr.b[r], cr.e[r], cr.units[r], o, RunOrder{tables.row(cr.b[r]), log_pack},
+                             kv_tile, member, gather);
   }
 }
 

@@ -108,11 +108,11 @@ template <class Columns>
 __device__ __forceinline__ void direct_emit_runs(const PrepParams& p, Columns cols, std::int32_t b, std::int32_t n,
                                                  std::int32_t* tab, std::int32_t runs, std::int32_t longest,
                                                  std::int64_t o, std::int32_t* __restrict__ kv_tile,
-                                                 std::uint64_t* __restrict__ member) {
+                                                 std::uint8_t* __restrict__ member) {
   const int lane = threadIdx.x % 32;
   std::int32_t* __restrict__ kv_row = kv_tile + o;
   const bool with_member = p.membership != 0;
-  std::uint64_t* __restrict__ m_row = with_member ? member + o : nullptr;
+  std::uint8_t* __restrict__ m_row = with_member ? member + o : nullptr;
   std::int32_t top = 0;  // destination of the next run of the longest length
   for (std::int32_t k0 = 0; k0 < runs; k0 += 32) {
     const std::int32_t k = k0 + lane;
@@ -172,7 +172,7 @@ template <bool kLookBack, class Columns>
 __device__ __forceinline__ void emit_cta_direct_runs(const PrepParams& p, Columns cs, const CtaRows& cr,
                                                      RunTables tables, const DirectRuns& dr,
                                                      std::int32_t* __restrict__ kv_tile,
-                                                     std::uint64_t* __restrict__ member) {
+                                                     std::uint8_t* __restrict__ member) {
   const int warp = threadIdx.x / 32;
 #pragma unroll 1
   for (int r = warp * kRowsPerWarp; r < (warp + 1) * kRowsPerWarp; ++r) {

@@ -25,6 +25,7 @@
 #include "cuda/check.cuh"
 #include "cuda/launch_prep_kernels.cuh"
 #include "cuda/launch_prep_warp.cuh"
+#include "cuda/member_word.cuh"
 
 namespace tessera::prep {
 
@@ -39,12 +40,13 @@ constexpr int kWinCols = kWinWords * 32;
 
 // One warp per tile row. kWrite = false: counts[row] = entries (counts[rows] = 0 for the scan). kWrite = true:
 // writes the row at tile_offsets[row] in ascending (traversal 0 or 2, the latter into scratch) or descending order.
-template <bool kWrite>
+// Member: membership word (MemberWord<member_bytes(p)>; member_word.cuh ORs the packed form's shared entries).
+template <bool kWrite, class Member>
 __global__ void __launch_bounds__(kThreads) tile_rows_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
                                                              const std::int32_t* __restrict__ cols,
                                                              std::int32_t* __restrict__ offsets_or_counts,
                                                              std::int32_t* __restrict__ kv_tile,
-                                                             std::uint64_t* __restrict__ member,
+                                                             Member* __restrict__ member,
                                                              std::int32_t* __restrict__ gather, int desc) {
   __shared__ std::uint32_t bitmap_all[kWarps][kMaxMappingFactor][kWinWords];
   const int warp = threadIdx.x / 32;
@@ -84,7 +86,7 @@ __global__ void __launch_bounds__(kThreads) tile_rows_kernel(PrepParams p, const
     n_row = offsets_or_counts[row + 1] - static_cast<std::int32_t>(o);
     if (pack && p.membership) {
       // Packed entries shared by several lanes (or windows) are OR-ed atomically: clear the row first.
-      for (std::int32_t e = lane; e < n_row; e += 32) member[o + e] = 0;
+      for (std::int32_t e = lane; e < n_row; e += 32) member_clear(member + o + e);
       __syncwarp();
     }
   }
@@ -152,7 +154,7 @@ __global__ void __launch_bounds__(kThreads) tile_rows_kernel(PrepParams p, const
 #pragma unroll
             for (int qi = 0; qi < kMaxMappingFactor; ++qi)
               bits |= static_cast<std::uint64_t>((mo[qi] >> b) & group_mask) << (qi * 8);
-            member[d] = bits;
+            member[d] = static_cast<Member>(bits);
           }
         } else {
           const int b = valid ? __fns(h, 0, k + 1) : 0;
@@ -171,8 +173,7 @@ __global__ void __launch_bounds__(kThreads) tile_rows_kernel(PrepParams p, const
             // batch ORs it in (an entry may continue in the next batch or window; the row was cleared).
             bits = warp_segmented_or_down(bits, ent, pack);
             const std::int32_t prev = __shfl_up_sync(kFull, ent, 1);
-            if (valid && (lane == 0 || prev != ent))
-              atomicOr(reinterpret_cast<unsigned long long*>(member + de), static_cast<unsigned long long>(bits));
+            if (valid && (lane == 0 || prev != ent)) member_atomic_or(member + de, bits);
           }
         }
       }
@@ -199,13 +200,15 @@ constexpr int kRunStageInts = 512;     // kv tiles (span) or gather slots (packe
 // runs_all: scratch, the run starts of the row (at most n). A row of at most kRunStageEntries entries (and
 // kRunStageInts kv / gather ints) is first copied into shared memory with independent coalesced loads, so the run
 // search and the sweeps read shared memory instead of chains of dependent global loads; longer rows work in place.
+// Member: membership word (MemberWord<member_bytes(p)>).
+template <class Member>
 __global__ void run_major_kernel(PrepParams p, const std::int32_t* __restrict__ tile_offsets,
-                                 const std::int32_t* __restrict__ kv_in, const std::uint64_t* __restrict__ mem_in,
+                                 const std::int32_t* __restrict__ kv_in, const Member* __restrict__ mem_in,
                                  const std::int32_t* __restrict__ gather_in, std::int32_t* __restrict__ runs_all,
-                                 std::int32_t* __restrict__ kv_out, std::uint64_t* __restrict__ mem_out,
+                                 std::int32_t* __restrict__ kv_out, Member* __restrict__ mem_out,
                                  std::int32_t* __restrict__ gather_out) {
   __shared__ std::int32_t stage_ints[kWarps][kRunStageInts];
-  __shared__ std::uint64_t stage_member[kWarps][kRunStageEntries];
+  __shared__ Member stage_member[kWarps][kRunStageEntries];
   __shared__ std::int32_t stage_runs[kWarps][kRunStageEntries];
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -216,10 +219,10 @@ __global__ void run_major_kernel(PrepParams p, const std::int32_t* __restrict__ 
   if (n == 0) return;
   const std::int64_t g = p.pack;
   const std::int32_t* ki = p.pack ? nullptr : kv_in + o;
-  const std::uint64_t* mi = p.membership ? mem_in + o : nullptr;
+  const Member* mi = p.membership ? mem_in + o : nullptr;
   const std::int32_t* gi = p.pack ? gather_in + o * g : nullptr;
   std::int32_t* ko = p.pack ? nullptr : kv_out + o;
-  std::uint64_t* mo = p.membership ? mem_out + o : nullptr;
+  Member* mo = p.membership ? mem_out + o : nullptr;
   std::int32_t* go = p.pack ? gather_out + o * g : nullptr;
   std::int32_t* runs = runs_all + o;
   if (n <= kRunStageEntries && n * (p.pack ? p.pack : 1) <= kRunStageInts) {  // warp-uniform
@@ -291,36 +294,44 @@ void build_tile_rows_gpu(const PrepParams& p, const std::int32_t* row_offsets, c
   // Run-major with c_q > 1: ascending rows into scratch, then the reorder (c_q == 1: the streaming builder writes it).
   const bool reorder = p.traversal == 2 && !run_major_in_emission(p);
   std::int32_t* kv_out = reorder ? b.tmp_kv : b.kv_tile;
-  std::uint64_t* member_out = reorder ? b.tmp_member : b.member;
+  void* member_out = reorder ? b.tmp_member : b.member;
   std::int32_t* gather_out = reorder ? b.tmp_gather : b.gather;
   if (rows == 0) {
     if (!mask_offsets) TESSERA_CUDA_CHECK(cudaMemsetAsync(b.tile_offsets, 0, sizeof(std::int32_t), stream));
     return;
   }
+  auto* member_out8 = static_cast<std::uint8_t*>(member_out);  // the streaming builders (c_q == 1): 1-byte words
   const bool persistent_done = persistent_stream &&
                                launch_tile_rows_stream_persistent(p, row_offsets, cols, b.tile_offsets, b.lookback,
-                                                                  kv_out, member_out, gather_out, stream);
+                                                                  kv_out, member_out8, gather_out, stream);
   if (!persistent_done &&
-      !build_tile_rows_stream(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out, gather_out, b.runs,
+      !build_tile_rows_stream(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out8, gather_out, b.runs,
                               stream) &&
       !build_tile_rows_single_pass(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out, gather_out,
                                    stream)) {
     if (!mask_offsets) {
-      tile_rows_kernel<false><<<row_blocks(rows + 1), kThreads, 0, stream>>>(p, row_offsets, cols, b.tile_offsets,
-                                                                           nullptr, nullptr, nullptr, 0);
+      tile_rows_kernel<false, std::uint64_t><<<row_blocks(rows + 1), kThreads, 0, stream>>>(
+          p, row_offsets, cols, b.tile_offsets, nullptr, nullptr, nullptr, 0);
       TESSERA_CUDA_CHECK_LAUNCH();
       std::size_t temp = b.cub_temp_bytes;
       TESSERA_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(b.cub_temp, temp, b.tile_offsets, b.tile_offsets,
                                                        static_cast<int>(rows + 1), stream));
     }
-    tile_rows_kernel<true><<<row_blocks(rows), kThreads, 0, stream>>>(
-        p, row_offsets, cols, const_cast<std::int32_t*>(offsets), kv_out, member_out, gather_out,
-        p.traversal == 1 ? 1 : 0);
+    dispatch_member_word(member_bytes(p), [&](auto word) {
+      using Member = decltype(word);
+      tile_rows_kernel<true, Member><<<row_blocks(rows), kThreads, 0, stream>>>(
+          p, row_offsets, cols, const_cast<std::int32_t*>(offsets), kv_out, static_cast<Member*>(member_out),
+          gather_out, p.traversal == 1 ? 1 : 0);
+    });
     TESSERA_CUDA_CHECK_LAUNCH();
   }
   if (reorder) {
-    run_major_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(p, offsets, b.tmp_kv, b.tmp_member, b.tmp_gather,
-                                                                b.runs, b.kv_tile, b.member, b.gather);
+    dispatch_member_word(member_bytes(p), [&](auto word) {
+      using Member = decltype(word);
+      run_major_kernel<Member><<<row_blocks(rows), kThreads, 0, stream>>>(
+          p, offsets, b.tmp_kv, static_cast<const Member*>(b.tmp_member), b.tmp_gather, b.runs, b.kv_tile,
+          static_cast<Member*>(b.member), b.gather);
+    });
     TESSERA_CUDA_CHECK_LAUNCH();
   }
 }

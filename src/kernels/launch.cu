@@ -92,6 +92,13 @@ void validate_attention(const CompiledEntry& e, KvVariant variant, const Attenti
     bad("meta.items", "null with n_items > 0");
   }
   if (p.meta.n_items < 0) bad("meta.n_items", "negative");
+  if (p.meta.member != nullptr && variant != KvVariant::kSpan) {
+    // A membership word holds 8 bits per query sub-block of the tile: at least that many bytes.
+    const int words = p.meta.member_bytes, q_sub = p.block_q < e.tile_q ? e.tile_q / p.block_q : 1;
+    if ((words != 1 && words != 2 && words != 4 && words != 8) || words < q_sub)
+      bad("meta.member_bytes", std::to_string(words) + " bytes per membership word; must be 1, 2, 4 or 8 and at least "
+                                   "the tile's " + std::to_string(q_sub) + " query sub-blocks");
+  }
   switch (variant) {
     case KvVariant::kSpan:
       check_ratio(p.block_kv, e.tile_kv, "geometry.block_kv");

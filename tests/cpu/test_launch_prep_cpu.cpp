@@ -204,6 +204,39 @@ TEST(LaunchPrepCpu, ImplicitUnsplitItemsEqualTheBuiltItems) {
   EXPECT_GT(checked, 10000);
 }
 
+// Device membership words are c_q bytes (prep::member_bytes): every bit the rules write (qi * 8 + kj, qi < c_q) fits,
+// so narrowing the CPU twins' 8-byte words to that width loses nothing; plans without membership have no array.
+TEST(LaunchPrepCpu, MemberBytesIsTheCoarsenedQueryFactorAndHoldsEveryBit) {
+  struct Case {
+    const char* q;
+    const char* kv;
+    int bytes;
+  };
+  const Case cases[] = {{"q64d", "kv64d", 0},    {"q64r2", "kv64r2", 0},   {"q64d", "kv64c2", 1},
+                        {"q64r2", "kv64p4", 1},  {"q64c2", "kv64d", 2},    {"q64c2", "kv64c2", 2},
+                        {"q64c4", "kv64p2", 4},  {"q64c4", "kv64c4", 4},   {"q16c8", "kv16c8", 8},
+                        {"q16c8", "kv16p8", 8}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.q) + "." + c.kv);
+    const Plan plan = plan_of(c.q, c.kv);
+    const PrepProblem pr{1, 2, 1, 700, 900, 64};
+    const auto ms = host_mask_state(plan_testing::random_mask(1, 2, num_blocks(pr.n_q, plan.block_q),
+                                                              num_blocks(pr.n_kv, plan.block_kv), 0.4, 17));
+    const auto md = prepare_plan_cpu(plan, ms, pr);
+    ASSERT_EQ(prep::member_bytes(md.params), c.bytes);
+    ASSERT_EQ(md.member.empty(), c.bytes == 0);
+    const std::uint64_t fits = c.bytes == 8 ? ~0ull : (1ull << (8 * c.bytes)) - 1;
+    std::uint64_t seen = 0;
+    for (const std::uint64_t w : md.member) {
+      EXPECT_EQ(w & ~fits, 0u);
+      seen |= w;
+    }
+    if (c.bytes > 1) {
+      EXPECT_NE(seen >> (8 * (c.bytes - 1)), 0u);  // the last byte is used: no narrower width fits
+    }
+  }
+}
+
 TEST(LaunchPrepCpu, BoundsCoverActualSizes) {
   auto m = plan_testing::random_mask(2, 3, 9, 11, 0.4, 7);
   const PrepProblem pr{2, 3, 3, 9 * 32 - 5, 11 * 32 - 3, 64};

@@ -417,5 +417,47 @@ TEST(LaunchPrepGpu, PersistentRowBuilderMatchesCpuTwinsBitForBit) {
   }
 }
 
+// Every device membership width (prep::member_bytes = c_q: 1, 2, 4, 8 bytes per word) on every tile-row builder path:
+// c_q = 1 on the streaming and the persistent builder (run-major: written in final order by the streaming builder);
+// c_q > 1 span and packed rows on the single-pass bitmap builder (packed: each entry's segmented OR stored once by
+// its last unit), and rows too long for its bitmaps (n_kvb > 65,536 / c_q) on the two-pass builder, whose packed
+// entries are OR-ed by several lanes (2-byte words through their aligned 32-bit word, next to other rows' words);
+// each traversal (run-major with c_q > 1: the reorder kernel of each width). Downloads are widened to 8-byte words
+// and must equal the CPU twins bit for bit.
+TEST(LaunchPrepGpu, EveryMembershipWidthOnEveryBuilderMatchesCpuTwins) {
+  TESSERA_REQUIRE_GPU();
+  std::mt19937_64 g(0xb17e5);
+  DeviceTileMetadata reused;
+  int iter = 0;
+  for (const int c_q : {1, 2, 4, 8}) {
+    for (const MappingKind kv : {MappingKind::kCoarsen, MappingKind::kPacked}) {
+      for (const bool long_rows : {false, true}) {
+        for (const Traversal t : {Traversal::kAscending, Traversal::kDescending, Traversal::kRunMajor}) {
+          Plan plan;
+          plan.head_dim = 64;
+          plan.block_q = plan.block_kv = 16;
+          plan.q = c_q == 1 ? DimMapping{MappingKind::kDirect, 1} : DimMapping{MappingKind::kCoarsen, c_q};
+          plan.kv = DimMapping{kv, 4};
+          plan.org.traversal = t;
+          PrepProblem pr;
+          pr.heads_q = 2;
+          pr.n_q = 16 * (long_rows ? 48 : 400) - 3;
+          pr.n_kv = 16 * (long_rows ? 65536 / c_q + 300 : 700) - 5;
+          pr.head_dim = 64;
+          const auto dm = plan_testing::random_mask(1, 2, num_blocks(pr.n_q, 16), num_blocks(pr.n_kv, 16),
+                                                    long_rows ? 0.003 : 0.2, g());
+          for (const prep::RowBuilder rb : {prep::RowBuilder::kStreaming, prep::RowBuilder::kPersistent}) {
+            if (c_q > 1 && rb == prep::RowBuilder::kPersistent) continue;  // c_q = 1 only
+            SCOPED_TRACE("iter " + std::to_string(iter) + " plan " + plan_id(plan) +
+                         (rb == prep::RowBuilder::kPersistent ? " persistent" : ""));
+            ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, rb), "");
+          }
+          ++iter;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera

@@ -253,5 +253,44 @@ TEST(MmaAttentionLaunch, RejectsBadArgumentsBeforeLaunch) {
   }
 }
 
+// Membership words (TileMetadataView::member_bytes) must be 1, 2, 4 or 8 bytes and hold the tile's query sub-blocks
+// (8 bits each): checked before any launch.
+TEST(MmaAttentionLaunch, RejectsMembershipWordsThatCannotHoldTheTile) {
+  const auto& entries = kernels::compiled_entries();
+  ASSERT_FALSE(entries.empty());
+  const CompiledEntry& e = entries.front();
+  alignas(16) static std::int32_t dummy[16];
+  kernels::AttentionParams p;
+  p.dtype = e.dtype;
+  p.head_dim = e.head_dim;
+  p.q = p.k = p.v = p.o = dummy;
+  p.batch = p.n_q = p.n_kv = p.h_q = p.h_kv = 1;
+  p.scale = 1.f;
+  p.block_q = e.tile_q;
+  p.block_kv = e.tile_kv;
+  p.meta.kv_tile = dummy;
+  p.meta.member = dummy;
+  auto argument = [&](kernels::KvVariant v) -> std::string {
+    try {
+      kernels::validate_attention(e, v, p);
+    } catch (const Error& err) {
+      return err.argument();
+    }
+    return "";
+  };
+  for (const int bytes : {0, 3, 16}) {
+    p.meta.member_bytes = bytes;
+    EXPECT_EQ(argument(kernels::KvVariant::kSpanMasked), "meta.member_bytes") << bytes;
+  }
+  p.meta.member_bytes = 1;  // one query sub-block
+  EXPECT_EQ(argument(kernels::KvVariant::kSpanMasked), "");
+  if (e.tile_q >= 32) {  // two query sub-blocks of B_Q = T_Q / 2 need two bytes
+    p.block_q = e.tile_q / 2;
+    EXPECT_EQ(argument(kernels::KvVariant::kSpanMasked), "meta.member_bytes");
+    p.meta.member_bytes = 2;
+    EXPECT_EQ(argument(kernels::KvVariant::kSpanMasked), "");
+  }
+}
+
 }  // namespace
 }  // namespace tessera::testing

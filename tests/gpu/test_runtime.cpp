@@ -6,10 +6,12 @@
 #include <cmath>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include "device_tensor.hpp"
 #include "gpu_test_util.hpp"
 #include "host_tensor.hpp"
+#include "core/plan.hpp"
 #include "kernels/launch.hpp"
 #include "mask_gen.hpp"
 #include "tessera/error.hpp"
@@ -69,13 +71,19 @@ GpuCase make_case(std::uint64_t seed, int bq, int bkv, std::int64_t n, std::int6
   return c;
 }
 
-double error_vs_reference(const GpuCase& c) {
-  const ReferenceOutput ref = reference_attention_cpu(c.host_req, build_mask_state_cpu(c.host_req.mask));
+// Relative L2 error of the case's device output against a reference output.
+double error_vs(const GpuCase& c, const ReferenceOutput& ref) {
   const HostTensor o = testing::download(c.dout);
   std::vector<double> got(ref.o.size());
   for (std::size_t i = 0; i < got.size(); ++i) got[i] = o.get(static_cast<std::int64_t>(i));
   return testing::relative_l2(got.data(), ref.o.data(), static_cast<std::int64_t>(got.size()));
 }
+
+ReferenceOutput reference_of(const GpuCase& c) {
+  return reference_attention_cpu(c.host_req, build_mask_state_cpu(c.host_req.mask));
+}
+
+double error_vs_reference(const GpuCase& c) { return error_vs(c, reference_of(c)); }
 
 void poison(GpuCase& c) {
   HostTensor out(c.q.dtype, {1, c.n, c.hq, c.d});
@@ -130,6 +138,45 @@ TEST(Runtime, EveryEligiblePlanOfARequestMatchesTheReference) {
     testing::device_sync();
     EXPECT_LE(error_vs_reference(c), 1e-2) << id;
     EXPECT_EQ(rt.last_dispatch().source, "forced");
+  }
+}
+
+// Membership plans of every query coarsening the compiled entries allow, through the whole runtime (GPU launch
+// preparation -> kernel): device membership words are c_q bytes (1, 2, 4, 8), so each width is written by the
+// builders and read by the kernel here. Blocks of 64, 32 and 16 tokens on 64-token tiles give c_q = 1, 2 and 4, and
+// 16-token blocks on a 128-token tile (when one is compiled, e.g. t128x64.w4.s2) c_q = 8. One plan per
+// (c_q, KV mapping, traversal, persistent) keeps the count small on the full catalog.
+TEST(Runtime, MembershipPlansOfEveryQueryCoarseningMatchTheReference) {
+  TESSERA_REQUIRE_GPU();
+  Runtime rt;
+  std::set<int> widths;
+  for (auto [bq, bkv] : {std::pair{64, 32}, {32, 32}, {16, 16}, {16, 64}}) {
+    GpuCase c = make_case(31 + bq + bkv, bq, bkv, 700, 4, 2, 128, DType::kBFloat16, 0.3);
+    const ReferenceOutput ref = reference_of(c);
+    std::set<std::string> seen;
+    for (const std::string& id : rt.eligible_plans(c.req)) {
+      const Plan plan = parse_plan_id(id);
+      if (!plan.has_membership()) continue;
+      const int c_q = plan.q.kind == MappingKind::kCoarsen ? plan.q.factor : 1;
+      const std::string key = std::to_string(c_q) + "/" + std::to_string(static_cast<int>(plan.kv.kind)) + "/" +
+                              std::to_string(static_cast<int>(plan.org.traversal)) + "/" +
+                              std::to_string(plan.org.persistent);
+      if (!seen.insert(key).second) continue;
+      widths.insert(c_q);
+      poison(c);
+      RunOptions o;
+      o.plan_id = id;
+      rt.run(c.req, nullptr, o);
+      testing::device_sync();
+      EXPECT_LE(error_vs(c, ref), 1e-2) << id;
+    }
+  }
+  // Every compiled T_Q = 64 entry reaches c_q 1, 2 and 4; a T_Q = 128 entry with 16-token blocks reaches 8.
+  EXPECT_TRUE(widths.count(1) && widths.count(2) && widths.count(4)) << widths.size();
+  bool t128 = false;
+  for (const auto& e : kernels::compiled_entries()) t128 = t128 || (e.tile_q == 128 && e.head_dim == 128);
+  if (t128) {
+    EXPECT_TRUE(widths.count(8));
   }
 }
 

@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) attention_kern
 
     // Masking decision (uniform over the CTA).
     std::uint64_t mb = ~0ull;
-    if (kMembership && p.meta.member != nullptr) mb = __ldg(p.meta.member + e);
+    if (kMembership && p.meta.member != nullptr) mb = member_bits(p.meta.member, p.meta.member_bytes, e);
     int kv_limit = Cfg::TKV;
     bool ragged_slots = false;
     const int* cnt = slot_cnt + b * Cfg::kMaxSlots;
