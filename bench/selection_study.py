@@ -4,14 +4,18 @@ Usage:
   python3 bench/selection_study.py noise RECORDS
       Near-duplicate cases (same key and request, every feature within 0.5%): how far their plan-latency ratios
       differ, and the regret of choosing one case's fastest plan for its twin (the measurement-noise floor).
-  python3 bench/selection_study.py features RECORDS CASE_STATS [--min-leaf N ...]
-      Evaluation-split regret of tables compiled with the six schema features plus one candidate feature derived from
-      mu(M)'s counters (CASE_STATS from `tessera profile-refeature --case-stats`), for each leaf minimum.
+  python3 bench/selection_study.py features RECORDS CASE_STATS [--min-leaf N ...] [--drop F ...] [--base F,...]
+                                           [--only F ...] [--quantiles N] [--per-key]
+      Profiling-split cross-validated log-regret (the compiler's depth criterion, per profiling case over all keys)
+      and evaluation-split regret of tables compiled with the schema's features plus one candidate feature derived
+      from mu(M)'s counters (CASE_STATS from `tessera profile-refeature --case-stats`), for each leaf minimum.
 
-RECORDS: profile records (.jsonl or .jsonl.gz). The compiler here is a Python copy of src/core/table_compiler.cpp
+RECORDS: profile records (.jsonl or .jsonl.gz) carrying the schema's seven features (records of format version 1's
+six-feature schema: `tessera profile-refeature` first). The compiler here is a Python copy of src/core/table_compiler.cpp
 (greedy tree, folds by request, leaf rankings by geometric mean, ties by plan id) used only for this exploration:
-on the six schema features it reproduces `tessera compile-table` exactly (geomean 1.0172, P95 1.1177, P99 1.2947 on
-bench/results/h200_session3/profile.jsonl.gz). Needs numpy.
+it reproduces `tessera compile-table` exactly (six features: geomean 1.0172, P95 1.1177, P99 1.2947 on
+bench/results/h200_session3/profile.jsonl.gz; 1.0109 / 1.0599 / 1.1784 on all three rounds, 127,998 records;
+seven: see bench/NOTES.md, "Feature study on all three rounds"). Needs numpy.
 """
 import argparse
 import bisect
@@ -29,15 +33,29 @@ SCHEMA = {  # src/core/features.cpp, FeatureSchema::default_schema()
     "run_coverage": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
     "mean_run_length": [1.25, 1.5, 2, 3, 4, 6, 8, 16],
     "mean_row_active": [2, 4, 8, 16, 32, 64, 128, 256],
+    "row_imbalance": [1.01, 1.1, 1.5, 2, 4, 8, 16],  # format version 2 (bench/NOTES.md, "Feature study ...")
 }
-CANDIDATES = {  # name: (value from shape s and counters k, bucket edges)
-    "row_imbalance": (lambda s, k, rows: k["max_row_active"] * rows / k["active_blocks"] if k["active_blocks"] else 0,
+LOG2 = [2.0 ** i for i in range(-4, 26)]
+CANDIDATES = {  # name: (value from the mask shape s, counters k, mask rows and the request's batch*heads, bucket edges)
+    "row_imbalance": (lambda s, k, rows, bh: k["max_row_active"] * rows / k["active_blocks"] if k["active_blocks"] else 0,
                       [1.01, 1.1, 1.25, 1.5, 2, 3, 4, 6, 8, 12, 16]),
-    "max_row_fraction": (lambda s, k, rows: k["max_row_active"] / s["n_kvb"], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 0.99]),
-    "empty_row_fraction": (lambda s, k, rows: k["empty_rows"] / rows, [0.001, 0.01, 0.05, 0.1, 0.2, 0.5]),
-    "runs_per_row": (lambda s, k, rows: k["runs"] / rows, [1, 2, 4, 8, 16, 32, 64, 128]),
-    "active_blocks": (lambda s, k, rows: k["active_blocks"], [2.0 ** i for i in range(10, 26)]),
-    "tile_rows": (lambda s, k, rows: rows, [2.0 ** i for i in range(6, 18)]),
+    "max_row_fraction": (lambda s, k, rows, bh: k["max_row_active"] / s["n_kvb"],
+                         [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 0.99]),
+    "max_row_active": (lambda s, k, rows, bh: k["max_row_active"], LOG2),
+    "empty_row_fraction": (lambda s, k, rows, bh: k["empty_rows"] / rows, [0.001, 0.01, 0.05, 0.1, 0.2, 0.5]),
+    "runs_per_row": (lambda s, k, rows, bh: k["runs"] / rows, [1, 2, 4, 8, 16, 32, 64, 128]),
+    "active_per_nonempty_row": (lambda s, k, rows, bh: k["active_blocks"] / max(rows - k["empty_rows"], 1), LOG2),
+    # runs of length >= 2: runs - singles, singles = active - blocks_in_long_runs
+    "long_run_length": (lambda s, k, rows, bh: k["blocks_in_long_runs"] / max(
+        k["runs"] - (k["active_blocks"] - k["blocks_in_long_runs"]), 1), [1.5, 2, 3, 4, 6, 8, 12, 16, 32, 64]),
+    "long_runs_per_row": (lambda s, k, rows, bh: (k["runs"] - k["active_blocks"] + k["blocks_in_long_runs"]) / rows,
+                          [0.25, 0.5, 1, 2, 4, 8, 16, 32, 64]),
+    "singles_per_row": (lambda s, k, rows, bh: (k["active_blocks"] - k["blocks_in_long_runs"]) / rows,
+                        [0.25, 0.5, 1, 2, 4, 8, 16, 32, 64]),
+    "n_kvb": (lambda s, k, rows, bh: s["n_kvb"], LOG2),
+    "tile_rows": (lambda s, k, rows, bh: bh * s["n_qb"], LOG2),  # query tiles of the request (CTAs of split1)
+    "work_blocks": (lambda s, k, rows, bh: bh * s["n_qb"] * k["active_blocks"] / rows, LOG2),  # active tiles
+    "mask_heads_broadcast": (lambda s, k, rows, bh: s["batch"] * s["heads"] / bh, [0.5, 0.99]),
 }
 
 
@@ -165,6 +183,8 @@ def compile_key(cases, feats, edges, min_leaf, max_depth=6, folds=5, key_class=K
             total += sum(math.log(k.selected(i, lookup(nodes, k.buckets[i])) / k.best[i]) for i in test)
         if total / len(cases) < best - 1e-12 or (deepest_tie and total / len(cases) <= best + 1e-12):
             depth, best = d, min(best, total / len(cases))
+    k.cv_log_regret = best if nf >= 2 else 0.0  # mean held-out log-regret per case at the chosen depth
+    k.depth = depth
     nodes = []
     k.grow(list(range(len(cases))), base, depth, min_leaf, nodes)
     return k, nodes
@@ -172,19 +192,7 @@ def compile_key(cases, feats, edges, min_leaf, max_depth=6, folds=5, key_class=K
 
 def regrets(cases, feats, edges, min_leaf, **options):
     """Evaluation-split regret (selected / fastest valid) per case, tables compiled per key by compile_key."""
-    by_key = collections.defaultdict(list)
-    for c in cases.values():
-        by_key[c["key"]].append(c)
-    out = []
-    for key, cs in sorted(by_key.items()):
-        k, nodes = compile_key([c for c in cs if c["split"] == "profile"], feats, edges, min_leaf, **options)
-        for c in cs:
-            if c["split"] != "eval":
-                continue
-            ranking = lookup(nodes, [bisect.bisect_right(edges[f], c["features"][f]) for f in feats])
-            sel = next((c["lat"][k.plans[j]] for j in ranking if k.plans[j] in c["lat"]), max(c["lat"].values()))
-            out.append(sel / min(c["lat"].values()))
-    return out
+    return evaluate(cases, feats, edges, min_leaf, **options)[2]
 
 
 def summary(v):
@@ -227,28 +235,70 @@ def main():
     ap.add_argument("records")
     ap.add_argument("case_stats", nargs="?")
     ap.add_argument("--min-leaf", type=int, nargs="+", default=[32, 16, 8])
+    ap.add_argument("--only", nargs="+", help="features: only these candidates")
+    ap.add_argument("--drop", nargs="+", help="features: schema features left out in every row (--drop "
+                    "row_imbalance gives the six-feature schema of format version 1)")
+    ap.add_argument("--base", help="features: candidates (comma-separated) added to the schema in every row")
+    ap.add_argument("--quantiles", type=int, default=0, help="features: candidate edges at N-quantiles of the "
+                    "profiling cases (all keys) instead of the fixed edges")
+    ap.add_argument("--per-key", action="store_true", help="features: also print depth, CV and eval geomean per key")
     a = ap.parse_args()
     cases = load(a.records)
     if a.what == "noise":
         return noise(cases)
     if not a.case_stats:
         ap.error("features needs CASE_STATS (tessera profile-refeature --case-stats)")
+    schema = [f for f in SCHEMA if f not in (a.drop or [])]
+    names = [n for n in CANDIDATES if (not a.only or n in a.only) and n not in schema]
     edges = dict(SCHEMA)
     for line in open(a.case_stats):
         s = json.loads(line)
         if s["case"] not in cases:
             continue
+        c = cases[s["case"]]
         sh, k = s["shape"], s["counters"]
         rows = sh["batch"] * sh["heads"] * sh["n_qb"]
-        for name, (fn, e) in CANDIDATES.items():
-            cases[s["case"]]["features"][name] = fn(sh, k, rows)
-            edges[name] = e
+        for name in names:
+            fn, edges[name] = CANDIDATES[name]
+            c["features"][name] = fn(sh, k, rows, c["features"]["batch_heads"])
+    if a.quantiles:  # edges at quantiles of the profiling cases' values (all keys), instead of the fixed ones
+        for name in names:
+            v = np.array([c["features"][name] for c in cases.values() if c["split"] == "profile"])
+            edges[name] = sorted(set(np.quantile(v, np.arange(1, a.quantiles) / a.quantiles).tolist()))
+    base = a.base.split(",") if a.base else []
     for min_leaf in a.min_leaf:
-        for extra in [None] + list(CANDIDATES):
-            feats = list(SCHEMA) + ([extra] if extra else [])
-            print(f"min_leaf {min_leaf:3d} {'+ ' + extra if extra else '(schema)':22s}",
-                  summary(regrets(cases, feats, edges, min_leaf)))
+        for extra in [None] + names:
+            feats = schema + base + ([extra] if extra else [])
+            cv, per_key, reg = evaluate(cases, feats, edges, min_leaf)
+            label = "+ " + "+".join(base + ([extra] if extra else [])) if base or extra else "(schema)"
+            print(f"min_leaf {min_leaf:3d} {label:28s} cv {cv:.5f}", summary(reg), flush=True)
+            if a.per_key:
+                print("    " + "  ".join(f"{key.split('.')[-2]}.{key.split('.')[-1]} d{d} cv {c:.4f} ev {g:.4f}"
+                                         for key, (d, c, g) in per_key.items()), flush=True)
 
+
+def evaluate(cases, feats, edges, min_leaf, **options):
+    """Profiling-split cross-validation and evaluation-split regret of tables compiled per key by compile_key:
+    (held-out log-regret per profiling case, all keys; {key: (depth, cv, eval geomean)}; eval regrets)."""
+    by_key = collections.defaultdict(list)
+    for c in cases.values():
+        by_key[c["key"]].append(c)
+    total, n, per_key, out = 0.0, 0, {}, []
+    for key, cs in sorted(by_key.items()):
+        prof = [c for c in cs if c["split"] == "profile"]
+        k, nodes = compile_key(prof, feats, edges, min_leaf, **options)
+        total += k.cv_log_regret * len(prof)
+        n += len(prof)
+        mine = []
+        for c in cs:
+            if c["split"] != "eval":
+                continue
+            ranking = lookup(nodes, [bisect.bisect_right(edges[f], c["features"][f]) for f in feats])
+            sel = next((c["lat"][k.plans[j]] for j in ranking if k.plans[j] in c["lat"]), max(c["lat"].values()))
+            mine.append(sel / min(c["lat"].values()))
+        out += mine
+        per_key[key] = (k.depth, k.cv_log_regret, math.exp(sum(map(math.log, mine)) / len(mine)) if mine else 1.0)
+    return total / n, per_key, out
 
 if __name__ == "__main__":
     main()

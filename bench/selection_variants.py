@@ -69,6 +69,7 @@ def finer_edges():
         "run_coverage": [0.05, 0.15, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95, 0.99],
         "mean_run_length": [1.1, 1.75, 2.5, 3.5, 5, 7, 12, 24, 32, 64],
         "mean_row_active": [3, 6, 12, 24, 48, 96, 192, 384, 512],
+        "row_imbalance": [1.001, 1.05, 1.25, 3, 6, 12, 24],
     }
     return {f: sorted(set(e) | set(extra[f])) for f, e in study.SCHEMA.items()}
 

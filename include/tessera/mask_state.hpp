@@ -39,6 +39,7 @@ struct MaskStats {
   double run_coverage = 0;     ///< blocks_in_long_runs / active blocks (0 for an empty mask)
   double mean_run_length = 0;  ///< active blocks / runs (0 for an empty mask)
   double mean_row_active = 0;  ///< active blocks / rows
+  double row_imbalance = 0;    ///< max_row_active / mean_row_active, >= 1 (0 for an empty mask)
   std::int64_t max_row_active = 0;
   std::int64_t empty_rows = 0;
   bool operator==(const MaskStats&) const = default;

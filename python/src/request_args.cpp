@@ -57,6 +57,7 @@ nb::dict dispatch_to_dict(const DispatchInfo& info) {
   d["run_coverage"] = s.run_coverage;
   d["mean_run_length"] = s.mean_run_length;
   d["mean_row_active"] = s.mean_row_active;
+  d["row_imbalance"] = s.row_imbalance;
   d["max_row_active"] = s.max_row_active;
   d["empty_rows"] = s.empty_rows;
   d["host_select_us"] = info.host_select_us;

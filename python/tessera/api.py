@@ -329,8 +329,8 @@ def block_sparse_attention(q, k, v, block_mask, block_size=None, *, scale: Optio
 def last_dispatch(device: Optional[int] = None) -> Dict[str, Any]:
     """What the last call did: plan_id, regime ("<key>/leaf<N>", "<key>/default", "<key>/forced"), source ("table",
     "base", "default", "forced"), ranks_skipped, cache_hit, mask statistics (mask_shape, active_blocks, runs, density,
-    run_coverage, mean_run_length, mean_row_active, max_row_active, empty_rows) and host timings (host_select_us,
-    host_dispatch_us, host_prepare_us, host_launch_us in microseconds, total_ms). `device`: a CUDA ordinal, or None for the last call wherever it
+    run_coverage, mean_run_length, mean_row_active, max_row_active, row_imbalance, empty_rows) and host timings
+    (host_select_us, host_dispatch_us, host_prepare_us, host_launch_us in microseconds, total_ms). `device`: a CUDA ordinal, or None for the last call wherever it
     ran. Raises TesseraError("device") when nothing has run there yet."""
     native = _C()
     if device is not None and (isinstance(device, (bool, np.bool_)) or not _arrays.is_int(device) or int(device) < 0):

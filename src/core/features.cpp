@@ -57,6 +57,7 @@ std::string_view feature_name(Feature f) noexcept {
     case Feature::kRunCoverage: return "run_coverage";
     case Feature::kMeanRunLength: return "mean_run_length";
     case Feature::kMeanRowActive: return "mean_row_active";
+    case Feature::kRowImbalance: return "row_imbalance";
     case Feature::kCount: break;
   }
   return "?";
@@ -77,6 +78,7 @@ FeatureVector make_features(long long batch, long long heads_q, long long n_q, c
   v[static_cast<int>(Feature::kRunCoverage)] = stats.run_coverage;
   v[static_cast<int>(Feature::kMeanRunLength)] = stats.mean_run_length;
   v[static_cast<int>(Feature::kMeanRowActive)] = stats.mean_row_active;
+  v[static_cast<int>(Feature::kRowImbalance)] = stats.row_imbalance;
   return v;
 }
 
@@ -88,6 +90,7 @@ FeatureSchema FeatureSchema::default_schema() {
   s.edges[static_cast<int>(Feature::kRunCoverage)] = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9};
   s.edges[static_cast<int>(Feature::kMeanRunLength)] = {1.25, 1.5, 2, 3, 4, 6, 8, 16};
   s.edges[static_cast<int>(Feature::kMeanRowActive)] = {2, 4, 8, 16, 32, 64, 128, 256};
+  s.edges[static_cast<int>(Feature::kRowImbalance)] = {1.01, 1.1, 1.5, 2, 4, 8, 16};
   return s;
 }
 

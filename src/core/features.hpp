@@ -43,12 +43,13 @@ enum class Feature : int {
   kRunCoverage,      ///< fraction of active blocks in runs of length >= 2, [0, 1]
   kMeanRunLength,    ///< active blocks / runs, blocks
   kMeanRowActive,    ///< mean active kv blocks per mask row, blocks
+  kRowImbalance,     ///< max active kv blocks of one mask row / mean_row_active, >= 1 (0 for an empty mask)
   kCount
 };
 inline constexpr int kFeatureCount = static_cast<int>(Feature::kCount);
 
 /// Stable feature names used in the artifact: "batch_heads", "seq_len", "density", "run_coverage",
-/// "mean_run_length", "mean_row_active".
+/// "mean_run_length", "mean_row_active", "row_imbalance".
 std::string_view feature_name(Feature f) noexcept;
 /// Inverse of feature_name(); throws Error(kFormatError, "feature", ...) for an unknown name.
 Feature feature_from_name(std::string_view name);

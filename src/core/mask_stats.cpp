@@ -15,6 +15,8 @@ MaskStats derive_mask_stats(const MaskShape& shape, const MaskCounters& c) noexc
   s.run_coverage = c.active_blocks > 0 ? static_cast<double>(c.blocks_in_long_runs) / active : 0.0;
   s.mean_run_length = c.runs > 0 ? active / static_cast<double>(c.runs) : 0.0;
   s.mean_row_active = rows > 0 ? active / static_cast<double>(rows) : 0.0;
+  s.row_imbalance =
+      c.active_blocks > 0 ? static_cast<double>(c.max_row_active) * static_cast<double>(rows) / active : 0.0;
   s.max_row_active = c.max_row_active;
   s.empty_rows = c.empty_rows;
   return s;

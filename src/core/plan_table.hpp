@@ -11,8 +11,9 @@
 
 namespace tessera {
 
-/// Version of the artifact format this build reads and writes. Bump on any incompatible change.
-inline constexpr int kPlanTableFormatVersion = 1;
+/// Version of the artifact format this build reads and writes. Bump on any incompatible change. Version 2 added the
+/// feature row_imbalance (a version-1 table is rejected by its format_version, before its feature schema is read).
+inline constexpr int kPlanTableFormatVersion = 2;
 
 /// One node of a regime tree. Internal: feature >= 0, cases with bucket(feature) <= threshold go left.
 /// Leaf: feature == -1 and `leaf` indexes RegimeTree::rankings.

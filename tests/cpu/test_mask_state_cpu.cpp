@@ -77,12 +77,14 @@ TEST(MaskStats, DerivedRatios) {
   EXPECT_DOUBLE_EQ(st.run_coverage, 9.0 / 12.0);
   EXPECT_DOUBLE_EQ(st.mean_run_length, 12.0 / 5.0);
   EXPECT_DOUBLE_EQ(st.mean_row_active, 2.0);
+  EXPECT_DOUBLE_EQ(st.row_imbalance, 4.0 / 2.0);
   EXPECT_EQ(st.max_row_active, 4);
   EXPECT_EQ(st.empty_rows, 2);
   const MaskStats empty = derive_mask_stats(s, MaskCounters{0, 0, 0, 0, 6});
   EXPECT_EQ(empty.density, 0.0);
   EXPECT_EQ(empty.run_coverage, 0.0);
   EXPECT_EQ(empty.mean_run_length, 0.0);
+  EXPECT_EQ(empty.row_imbalance, 0.0);
 }
 
 TEST(MaskStateCpu, KnownRowCounters) {

@@ -77,6 +77,7 @@ TEST(ProfileRefeature, CaseFeaturesCountTheMask) {
   for (std::int64_t h = 0; h < c.mask.heads; ++h)
     for (std::int64_t q = 0; q < c.mask.n_qb; ++q) max_row = std::max(max_row, c.mask.row_count(h, q));
   EXPECT_EQ(s.counters.max_row_active, max_row);
+  EXPECT_DOUBLE_EQ(f[static_cast<int>(Feature::kRowImbalance)], static_cast<double>(max_row) / (active / rows));
 }
 
 // Records of an older schema (a feature missing from the JSON) are parsed with presence flags, re-featured with

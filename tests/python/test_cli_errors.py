@@ -38,7 +38,7 @@ def record(key, plan, latency=10.0, valid=True, split="profile", role=None, case
         source = case.split("/")[1] if case.count("/") >= 2 else "s0"
     r = {"case": case, "source": source, "split": split, "key": key,
          "features": {"batch_heads": 2, "seq_len": 1024, "density": 0.1, "run_coverage": 0.5,
-                      "mean_run_length": 2, "mean_row_active": 4},
+                      "mean_run_length": 2, "mean_row_active": 4, "row_imbalance": 1.5},
          "plan": plan, "latency_us": latency, "valid": valid}
     if role:
         r["role"] = role
@@ -120,7 +120,8 @@ def profile_refeature(tessera, work):
                      os.path.join(work, "stats.jsonl"))
     check(rc == 0 and "1 records of 1 cases" in so, "profile-refeature of a record with no features", so + se)
     new = json.loads(open(out).read()) if rc == 0 else {"features": {}}
-    check(new["features"].get("mean_row_active", 0) > 0 and new["features"].get("density", 0) > 0,
+    check(new["features"].get("mean_row_active", 0) > 0 and new["features"].get("density", 0) > 0
+          and new["features"].get("row_imbalance", 0) >= 1,
           "profile-refeature fills every feature", str(new))
     rc, so, se = run(tessera, "compile-table", "--in", out, "--out", os.path.join(work, "rt.json"), "--min-leaf", "1")
     check(rc == 0, "compile-table reads re-featured records", so + se)
