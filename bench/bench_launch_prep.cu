@@ -131,6 +131,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--plan: no benchmarked plan id contains '%s'\n", plan_filter.c_str());
     return 2;
   }
+  if (!out_dir.empty()) {  // created before any GPU work, so a bad --out fails at once instead of after the runs
+    std::error_code ec;
+    std::filesystem::create_directories(out_dir, ec);
+    if (ec || !std::filesystem::is_directory(out_dir)) {
+      std::fprintf(stderr, "--out: cannot create directory '%s': %s\n", out_dir.c_str(),
+                   ec ? ec.message().c_str() : "it exists and is not a directory");
+      return 2;
+    }
+  }
   if (cuda_device_count() == 0) {
     std::fprintf(stderr, "bench_launch_prep: no CUDA device\n");
     return 1;
@@ -206,13 +215,19 @@ int main(int argc, char** argv) {
                        {"metadata_bytes_bound", md.bounds.metadata_bytes}});
   }
   if (!out_dir.empty()) {
-    std::filesystem::create_directories(out_dir);
     nlohmann::json doc{{"benchmark", "launch_prep"},
                        {"mask", {{"n", n}, {"block", 64}, {"heads", heads}, {"density_target", density},
                                  {"active_blocks", dm.nnz}}},
                        {"results", results}};
-    std::ofstream(std::filesystem::path(out_dir) / "launch_prep.json") << doc.dump(2) << "\n";
-    std::printf("wrote %s\n", (std::filesystem::path(out_dir) / "launch_prep.json").string().c_str());
+    const std::string path = (std::filesystem::path(out_dir) / "launch_prep.json").string();
+    std::ofstream out(path);
+    out << doc.dump(2) << "\n";
+    out.close();
+    if (!out) {
+      std::fprintf(stderr, "--out: cannot write '%s'\n", path.c_str());
+      return 1;
+    }
+    std::printf("wrote %s\n", path.c_str());
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);

@@ -45,8 +45,7 @@ void run_compile(const CompileArgs& a) {
   if (!a.eval_report.empty()) {
     check_output_dir(a.eval_report, "--eval-report");
     check_not_input(a.eval_report, a.in, "--eval-report", "--in");
-    if (a.eval_report == a.out)
-      throw Error(ErrorCode::kInvalidArgument, "--eval-report", "must differ from --out");
+    check_distinct_outputs(a.out, a.eval_report, "--out", "--eval-report");  // also ./t.json, links, hard links
   }
   const std::vector<ProfileRecord> records = read_profile_records(a.in, a.arch);
   if (std::none_of(records.begin(), records.end(), [](const ProfileRecord& r) { return r.valid; }))
@@ -78,16 +77,16 @@ void run_compile(const CompileArgs& a) {
     if (r.split == "eval") eval.push_back(r);
   const RegretReport rep = evaluate_plan_table(table, eval, direct);
   fmt::print("evaluation split: {} cases ({} with no tree for their key)\n", rep.cases, rep.cases_missing_key);
+  if (!a.eval_report.empty()) {  // written even with no scored case (header only), so an asked-for file exists
+    write_eval_report(a.eval_report, rep);
+    fmt::print("per-case regret ({} cases) -> {}\n", rep.per_case.size(), a.eval_report);
+  }
   if (rep.cases == 0) {  // RegretReport's figures default to 1: printing them would claim a perfect table
     fmt::print("regret and speedup over Direct: not computed: no evaluation-split case has a tree for its key\n");
     return;
   }
   fmt::print("regret vs fastest measured plan: geomean {:.4f}, P95 {:.4f}, P99 {:.4f}, max {:.4f}\n", rep.geomean_regret,
              rep.p95_regret, rep.p99_regret, rep.max_regret);
-  if (!a.eval_report.empty()) {
-    write_eval_report(a.eval_report, rep);
-    fmt::print("per-case regret -> {}\n", a.eval_report);
-  }
   if (direct.empty())
     fmt::print("kernel speedup over Direct (T = B): not computed: no record has \"role\": \"direct\"\n");
   else
@@ -109,7 +108,11 @@ void add_compile_table_command(CLI::App& app) {
   cmd->add_option("--eval-report", a->eval_report,
                   "Also write the evaluation split's per-case regret here (CSV: case, key, source, selected plan, "
                   "its latency in us, fastest plan, its latency in us, regret)");
-  cmd->callback([a] { run_compile(*a); });
+  cmd->callback([a, cmd] {
+    if (cmd->count("--eval-report") > 0 && a->eval_report.empty())  // empty would otherwise mean "no report"
+      throw Error(ErrorCode::kIoError, "--eval-report", "the output path is empty");
+    run_compile(*a);
+  });
 }
 
 }  // namespace tessera::tools

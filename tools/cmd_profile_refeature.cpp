@@ -107,7 +107,11 @@ void add_profile_refeature_command(CLI::App& app) {
                   "Also write each case's mu(M) shape and counters (one JSON line per case) for offline analysis");
   cmd->add_option("--sta-table", a->sta_table, "Real STA table for STA-real cases (default: the repository's)");
   cmd->add_option("--threads", a->threads, "Worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
-  cmd->callback([a] { run_refeature(*a); });
+  cmd->callback([a, cmd] {
+    if (cmd->count("--case-stats") > 0 && a->case_stats.empty())  // empty would otherwise mean "no case stats"
+      throw Error(ErrorCode::kIoError, "--case-stats", "the output path is empty");
+    run_refeature(*a);
+  });
 }
 
 }  // namespace tessera::tools

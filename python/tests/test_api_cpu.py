@@ -159,6 +159,10 @@ def test_explain_and_last_dispatch(rng):
     assert info["mask_shape"] == (1, 2, 2, 2)
     assert info["active_blocks"] == int(dense.sum())
     assert math.isclose(info["density"], dense.mean())
+    row_active = dense.sum(axis=-1)  # active kv blocks of each mask row (batch, head, query block)
+    assert info["max_row_active"] == int(row_active.max())
+    assert math.isclose(info["mean_row_active"], row_active.mean())
+    assert math.isclose(info["row_imbalance"], row_active.max() / row_active.mean())  # the seventh feature
     assert tessera.last_dispatch()["plan_id"] == info["plan_id"]
 
 

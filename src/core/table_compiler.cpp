@@ -208,7 +208,9 @@ ProfileRecord profile_record_from_json(const std::string& line, FeaturePresence*
     for (int f = 0; f < kFeatureCount && !present; ++f)
       if (!seen[f])
         throw Error(ErrorCode::kFormatError, "profile",
-                    fmt::format("field 'features' lacks '{}'", feature_name(static_cast<Feature>(f))));
+                    fmt::format("field 'features' lacks '{}' (a record of an older feature schema: "
+                                "`tessera profile-refeature` fills it in)",
+                                feature_name(static_cast<Feature>(f))));
     r.plan = j.at("plan").get<std::string>();
     r.latency_us = json_number(j.at("latency_us"), "profile", "field 'latency_us'");
     r.valid = j.at("valid").get<bool>();

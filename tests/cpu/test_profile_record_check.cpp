@@ -135,6 +135,7 @@ TEST(ProfileRecordCheck, FeaturesMustAllBePresentInJson) {
     ADD_FAILURE() << "accepted a record without features";
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("lacks"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("profile-refeature"), std::string::npos) << e.message();  // says how to fix it
   }
 }
 

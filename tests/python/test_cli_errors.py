@@ -3,7 +3,7 @@ file, and nothing is reported as written that was not.
 
 Usage: python3 test_cli_errors.py TESSERA_BINARY WORK_DIR
 Covers: checked output files (run --json, compile-table --out, --out = --in refused), compile-table record checks (case ids
-included), profile-refeature (records of an older schema re-featured and compiled; features that disagree with the
+included), compile-table --eval-report (rows, header alone, refused when it is --out however spelled, --in or empty), profile-refeature (records of an older schema re-featured and compiled; features that disagree with the
 regenerated mask; bad case ids: one message naming --in and the line; a missing --sta-table named as such), run argument checks
 (--families, --cases-per-family on the CPU path), mask files (padding bits, errors naming the path, directories,
 crafted headers: overflowing sizes, bad integers and types), masks generate/stats and profile --list argument checks
@@ -94,10 +94,46 @@ def compile_table(tessera, work):
         rc, so, se = run(tessera, "compile-table", "--in", p, "--out", os.path.join(work, name + ".json"))
         check(rc != 0 and needle in se and "--in" in se, f"compile-table rejects {name}", so + se)
         check(not os.path.exists(os.path.join(work, name + ".json")), f"compile-table {name}: no file written")
+    eval_report(tessera, work, path, profile_only)
     rc, so, se = run(tessera, "compile-table", "--in", path, "--out", out, "--arch", "sm100")
     check(rc != 0 and "--arch" in se, "compile-table unknown --arch", so + se)
     rc, so, se = run(tessera, "compile-table", "--in", path, "--out", out, "--arch", "sm80")
     check(rc != 0 and "--arch" in se and "line 1" in se, "compile-table --arch differs from the records", so + se)
+
+
+def eval_report(tessera, work, records, profile_only):
+    """compile-table --eval-report: one CSV row per scored evaluation case; a header alone when none is scored; never
+    the --out file however spelled (./t.json, a symbolic link), never --in, never an empty path."""
+    out, rep = os.path.join(work, "er.json"), os.path.join(work, "er.csv")
+    rc, so, se = run(tessera, "compile-table", "--in", records, "--out", out, "--min-leaf", "1", "--eval-report", rep)
+    rows = open(rep).read().splitlines() if os.path.exists(rep) else []
+    check(rc == 0 and len(rows) == 2 and rows[0].startswith("case,key,source,selected_plan") and
+          rows[1].startswith("F/s0/1,") and "per-case regret (1 cases) -> " + rep in so,
+          "compile-table --eval-report writes one row per evaluation case", so + se + str(rows))
+    os.remove(rep)
+    rc, so, se = run(tessera, "compile-table", "--in", profile_only, "--out", out, "--min-leaf", "1",
+                     "--eval-report", rep)
+    rows = open(rep).read().splitlines() if os.path.exists(rep) else []
+    check(rc == 0 and len(rows) == 1 and "per-case regret (0 cases)" in so,
+          "compile-table --eval-report without evaluation cases writes the header alone", so + se + str(rows))
+    link = os.path.join(work, "er_link.json")
+    os.symlink(out, link)
+    with open(out) as f:
+        table = f.read()
+    for same in (out, os.path.join(work, ".", "er.json"), link):
+        rc, so, se = run(tessera, "compile-table", "--in", records, "--out", out, "--min-leaf", "1",
+                         "--eval-report", same)
+        with open(out) as f:
+            kept = f.read() == table
+        check(rc == 2 and "--eval-report" in se and "--out" in se and so == "" and kept,
+              f"compile-table --out {out} --eval-report {same} refused, table kept", so + se)
+    rc, so, se = run(tessera, "compile-table", "--in", records, "--out", out, "--eval-report", records)
+    check(rc == 2 and "--eval-report" in se and "--in" in se, "compile-table --eval-report = --in refused", so + se)
+    for bad, needle in (("", "empty"), (work, "directory"), ("/nonexistent/dir/r.csv", "does not exist"),
+                        ("/dev/full", "not a regular file")):
+        rc, so, se = run(tessera, "compile-table", "--in", records, "--out", out, "--eval-report", bad)
+        check(rc == 2 and "--eval-report: " in se and needle in se and so == "",
+              f"compile-table --eval-report {bad!r} refused before any work", so + se)
 
 
 def featureless_record(tessera):
@@ -116,6 +152,13 @@ def profile_refeature(tessera, work):
     old, case = featureless_record(tessera)
     path, out = os.path.join(work, "old.jsonl"), os.path.join(work, "new.jsonl")
     write(path, [json.dumps(old)])
+    rc, so, se = run(tessera, "compile-table", "--in", path, "--out", os.path.join(work, "old.json"))
+    check(rc == 2 and "--in" in se and "lacks 'batch_heads'" in se and "profile-refeature" in se
+          and not os.path.exists(os.path.join(work, "old.json")),
+          "compile-table on records of an older schema names the feature and profile-refeature", so + se)
+    rc, so, se = run(tessera, "profile-refeature", "--in", path, "--out", out, "--case-stats", "")
+    check(rc == 2 and "--case-stats: " in se and "empty" in se and not os.path.exists(out),
+          "profile-refeature --case-stats '' refused", so + se)
     rc, so, se = run(tessera, "profile-refeature", "--in", path, "--out", out, "--case-stats",
                      os.path.join(work, "stats.jsonl"))
     check(rc == 0 and "1 records of 1 cases" in so, "profile-refeature of a record with no features", so + se)
