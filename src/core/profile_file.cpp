@@ -120,7 +120,7 @@ std::vector<ProfileRecord> read_profile_records(const std::string& path, std::st
   }
   if (records.empty()) throw Error(ErrorCode::kFormatError, "--in", fmt::format("{} holds no profile record", path));
   try {
-    check_profile_record_set(records);
+    check_profile_record_set(records, present);
   } catch (const Error& e) {
     throw Error(ErrorCode::kFormatError, "--in", fmt::format("{} (non-empty lines counted): {}", path, e.message()));
   }

@@ -68,7 +68,7 @@ void check_profile_record(const ProfileRecord& r, std::string_view arch) {
     bad(fmt::format("record arch '{}' (key '{}') differs from --arch '{}'", k.arch, r.key, arch));
 }
 
-int check_profile_record_set(const std::vector<ProfileRecord>& records) {
+int check_profile_record_set(const std::vector<ProfileRecord>& records, const std::vector<FeaturePresence>* present) {
   auto bad = [](std::size_t i, const std::string& msg) -> int {
     throw Error(ErrorCode::kFormatError, "profile", fmt::format("record {}: {}", i + 1, msg));
   };
@@ -83,8 +83,12 @@ int check_profile_record_set(const std::vector<ProfileRecord>& records) {
       bad(i, fmt::format("case '{}' and plan '{}' were already recorded by record {}", r.case_id, r.plan, it->second + 1));
     if (auto [it, fresh] = first_of_case.emplace(r.case_id, i); !fresh) {
       const ProfileRecord& f = records[it->second];
-      if (f.features != r.features || f.key != r.key || f.source != r.source || f.split != r.split ||
-          f.request != r.request)
+      bool same_features = true;
+      for (std::size_t k = 0; k < r.features.size(); ++k) {
+        const bool both = !present || ((*present)[it->second][k] && (*present)[i][k]);
+        if (both && f.features[k] != r.features[k]) same_features = false;
+      }
+      if (!same_features || f.key != r.key || f.source != r.source || f.split != r.split || f.request != r.request)
         bad(i, fmt::format("case '{}' has other features, key, source, request or split than record {}", r.case_id,
                            it->second + 1));
     }

@@ -36,6 +36,10 @@ void check_profile_record(const ProfileRecord& r, std::string_view arch);
 /// twice; every record of a case has the same features, key, source, request and split; at most one default plan
 /// per key; at least one record of the profiling split. Returns the number of profiling-split records. Throws
 /// Error(kFormatError, "profile", "record <n>: ...") naming the 1-based position of the offending record.
-int check_profile_record_set(const std::vector<ProfileRecord>& records);
+/// `present` (optional, one entry per record, from profile_record_from_json): which features each record carried;
+/// two records of a case then agree on the features both carry, so a file that mixes records of an older schema
+/// with re-featured ones can be re-featured (`tessera profile-refeature`). Without it every feature is compared.
+int check_profile_record_set(const std::vector<ProfileRecord>& records,
+                             const std::vector<FeaturePresence>* present = nullptr);
 
 }  // namespace tessera

@@ -169,6 +169,31 @@ TEST(ProfileRecordCheck, SetChecks) {
   expect_set_error({e}, "no record of the profiling split");
 }
 
+// A file mixing records of an older schema (a feature absent, read as 0) with re-featured ones: with the presence
+// flags only the features both records carry are compared (what profile-refeature needs); a carried feature that
+// differs is still an error.
+TEST(ProfileRecordCheck, SetChecksCompareOnlyCarriedFeatures) {
+  ProfileRecord old_rec = good(), new_rec = good();
+  new_rec.plan = "sm90a.mma.bf16.d64.q16d.kv16d.g1.tasc.split2.s2.w4";
+  constexpr std::size_t kLast = kFeatureCount - 1;
+  old_rec.features[kLast] = 0;  // not in the old record's JSON
+  new_rec.features[kLast] = 1.25;
+  FeaturePresence all{}, lacking{};
+  all.fill(true);
+  lacking.fill(true);
+  lacking[kLast] = false;
+  const std::vector<FeaturePresence> present{lacking, all};
+  EXPECT_EQ(check_profile_record_set({old_rec, new_rec}, &present), 2);
+  expect_set_error({old_rec, new_rec}, "other features");  // without presence flags every feature is compared
+  new_rec.features[0] += 1;  // a feature both carry differs
+  try {
+    check_profile_record_set({old_rec, new_rec}, &present);
+    ADD_FAILURE() << "accepted records of one case with different carried features";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("other features"), std::string::npos) << e.message();
+  }
+}
+
 TEST(ProfileRecordCheck, KnownArchitectures) {
   for (const char* a : {"sm80", "sm86", "sm89", "sm90a", "sm120"}) EXPECT_TRUE(is_known_arch(a)) << a;
   for (const char* a : {"", "sm90", "SM90A", "sm100", "bogus"}) EXPECT_FALSE(is_known_arch(a)) << a;
