@@ -44,26 +44,12 @@ __device__ void write_totals(const PrepParams& p, const std::int32_t* tile_offse
   }
 }
 
-// The work items (and merge target) of query tile q; `before` = exclusive prefix of the split values (0 unsplit).
-__device__ __forceinline__ void write_tile_items(const PrepParams& p, std::int32_t q, const QueryTile& qt,
-                                                 std::int32_t begin, std::int32_t n_e, std::uint64_t before,
-                                                 WorkItem* __restrict__ items, std::int32_t* __restrict__ merge_offsets,
-                                                 WorkItem* __restrict__ merge_targets) {
-  const std::int32_t slot_base = scan_items(before) - scan_ones(before);
-  write_items(p, qt, begin, n_e, slot_base, items + (p.split > 1 ? scan_items(before) : q));
-  const std::int32_t k = partitions(p, n_e);
-  if (k > 1) {
-    const std::int32_t m = q - scan_ones(before);
-    merge_targets[m] = merge_target(qt, begin, n_e);
-    merge_offsets[m + 1] = slot_base + k;
-  }
-}
-
-// Unsplit plans: one thread per query tile, item q; thread 0 also writes the totals. With `keys` (persistent) it
-// also writes the item's sort key (longest - entries) and its index (the sort's value).
+// Unsplit plans: one thread per query tile, item q (partitions() is 1: no partial slot, no merge); thread 0 also
+// writes the totals. With `keys` (persistent) it also writes the item's sort key (longest - entries) and its index
+// (the sort's value).
 __global__ void write_items_kernel(PrepParams p, const std::int32_t* __restrict__ tile_offsets,
                                    WorkItem* __restrict__ items, std::int32_t* __restrict__ merge_offsets,
-                                   WorkItem* __restrict__ merge_targets, std::int32_t* __restrict__ totals,
+                                   std::int32_t* __restrict__ totals,
                                    std::uint32_t longest, std::uint32_t* __restrict__ keys,
                                    std::uint32_t* __restrict__ order) {
   const std::int32_t q = static_cast<std::int32_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -75,7 +61,7 @@ __global__ void write_items_kernel(PrepParams p, const std::int32_t* __restrict_
   const QueryTile qt = query_tile(p, q);
   const std::int32_t begin = tile_offsets[qt.tile_row];
   const std::int32_t n_e = tile_offsets[qt.tile_row + 1] - begin;
-  write_tile_items(p, q, qt, begin, n_e, 0, items, merge_offsets, merge_targets);
+  write_items(p, qt, begin, n_e, 0, items + q);
   if (keys) {
     keys[q] = longest - static_cast<std::uint32_t>(n_e);
     order[q] = static_cast<std::uint32_t>(q);
@@ -213,7 +199,7 @@ void build_work_items_gpu(const PrepParams& p, ItemBuffers& b, bool persistent, 
         b.merge_targets, b.totals);
   } else {
     write_items_kernel<<<blocks_for(std::max<std::int64_t>(n, 1)), kThreads, 0, stream>>>(
-        p, b.tile_offsets, unsorted, b.merge_offsets, b.merge_targets, b.totals,
+        p, b.tile_offsets, unsorted, b.merge_offsets, b.totals,
         static_cast<std::uint32_t>(longest), sort ? b.keys : nullptr, sort ? b.order_alt : nullptr);
   }
   TESSERA_CUDA_CHECK_LAUNCH();

@@ -292,6 +292,18 @@ struct CtaRows {
   std::int32_t first[kRowsPerCta];  ///< with a look-back: the row's first entry
 };
 
+// Calls f(r, n) for each of the calling warp's kRowsPerWarp rows of the CTA (warp w: rows kRowsPerWarp w ..) that has
+// entries (n = cr.entries[r] > 0), one row after another (the loop is not unrolled: one copy of the row's code).
+template <class F>
+__device__ __forceinline__ void for_warp_rows(const CtaRows& cr, F&& f) {
+  const int warp = threadIdx.x / 32;
+#pragma unroll 1
+  for (int r = warp * kRowsPerWarp; r < (warp + 1) * kRowsPerWarp; ++r) {
+    const std::int32_t n = cr.entries[r];
+    if (n != 0) f(r, n);
+  }
+}
+
 // Warps 0 .. rows_per_ticket / kRowsPerWarp - 1: every row's columns, units and entries (warp w: rows
 // kRowsPerWarp w ..) of ticket `tile`, which holds tile rows rows_per_ticket * tile ...
 template <class Columns>
@@ -337,16 +349,12 @@ template <bool kLookBack, bool kMember, class Columns>
 __device__ __forceinline__ void emit_cta_rows(const PrepParams& p, const UnitRules& ur, Columns cs, const CtaRows& cr,
                                               int desc, std::int32_t* __restrict__ kv_tile,
                                               std::uint8_t* __restrict__ member, std::int32_t* __restrict__ gather) {
-  const int warp = threadIdx.x / 32;
-#pragma unroll 1
-  for (int r = warp * kRowsPerWarp; r < (warp + 1) * kRowsPerWarp; ++r) {
-    const std::int32_t n = cr.entries[r];
-    if (n == 0) continue;
+  for_warp_rows(cr, [&](int r, std::int32_t n) {
     const std::int64_t o = kLookBack ? cr.first[r] : cr.b[r];  // Direct KV: mu(M)'s offsets
     const LinearOrder order{desc ? n - 1 : 0, desc ? -1 : 1};
     emit_row<kMember, kLookBack && !kMember>(p, ur, cs, cr.b[r], cr.e[r], cr.units[r], o, order, kv_tile, member,
                                              gather);
-  }
+  });
 }
 
 }  // namespace tessera::prep::stream

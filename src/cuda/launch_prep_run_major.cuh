@@ -142,16 +142,12 @@ struct RunTables {
 // (Direct KV has its own method: launch_prep_run_major_direct.cuh.)
 template <class Columns>
 __device__ __forceinline__ void plan_cta_runs(const UnitRules& ur, Columns cs, const CtaRows& cr, RunTables tables) {
-  const int warp = threadIdx.x / 32;
-#pragma unroll 1
-  for (int r = warp * kRowsPerWarp; r < (warp + 1) * kRowsPerWarp; ++r) {
-    const std::int32_t n = cr.entries[r];
-    if (n == 0) continue;
+  for_warp_rows(cr, [&](int r, std::int32_t n) {
     std::int32_t* tab = tables.row(cr.b[r]);
     std::int32_t longest;
     const std::int32_t runs = run_lengths(ur, cs, cr.b[r], cr.e[r], n, tab, longest);
     run_destinations(tab, runs, longest);
-  }
+  });
 }
 
 // Warps 0 .. kWarps-1, run-major traversal: step 3 for the warp's rows (kLookBack: at cr.first; else at mu(M)'s
@@ -162,15 +158,12 @@ __device__ __forceinline__ void emit_cta_rows_run_major(const PrepParams& p, con
                                                         std::int32_t* __restrict__ kv_tile,
                                                         std::uint8_t* __restrict__ member,  // c_q == 1: 1 byte
                                                         std::int32_t* __restrict__ gather) {
-  const int warp = threadIdx.x / 32;
   const int log_pack = ur.pack ? log2_factor(ur.pack) : 0;
-#pragma unroll 1
-  for (int r = warp * kRowsPerWarp; r < (warp + 1) * kRowsPerWarp; ++r) {
-    if (cr.entries[r] == 0) continue;
+  for_warp_rows(cr, [&](int r, std::int32_t) {
     const std::int64_t o = kLookBack ? cr.first[r] : cr.b[r];
     emit_row<kMember, false>(p, ur, cs, cr.b[r], cr.e[r], cr.units[r], o, RunOrder{tables.row(cr.b[r]), log_pack},
                              kv_tile, member, gather);
-  }
+  });
 }
 
 }  // namespace tessera::prep::stream

@@ -154,17 +154,13 @@ __device__ __forceinline__ void direct_emit_runs(const PrepParams& p, Columns co
 // Warps 0 .. kWarps-1: steps 1 and 2 for the warp's rows (runs and longest run into dr).
 template <class Columns>
 __device__ __forceinline__ void plan_cta_direct_runs(Columns cs, const CtaRows& cr, RunTables tables, DirectRuns& dr) {
-  const int warp = threadIdx.x / 32;
-#pragma unroll 1
-  for (int r = warp * kRowsPerWarp; r < (warp + 1) * kRowsPerWarp; ++r) {
-    const std::int32_t n = cr.entries[r];
-    if (n == 0) continue;
+  for_warp_rows(cr, [&](int r, std::int32_t n) {
     std::int32_t* tab = tables.row(cr.b[r]);
     std::int32_t longest;
     const std::int32_t runs = direct_run_starts(cs, cr.b[r], cr.e[r], tab, longest);
     direct_run_bases(tab, longest, n);
     if (threadIdx.x % 32 == 0) dr.runs[r] = runs, dr.longest[r] = longest;
-  }
+  });
 }
 
 // Warps 0 .. kWarps-1: step 3 for the warp's rows (kLookBack: at cr.first; else at mu(M)'s offsets).
@@ -173,14 +169,10 @@ __device__ __forceinline__ void emit_cta_direct_runs(const PrepParams& p, Column
                                                      RunTables tables, const DirectRuns& dr,
                                                      std::int32_t* __restrict__ kv_tile,
                                                      std::uint8_t* __restrict__ member) {
-  const int warp = threadIdx.x / 32;
-#pragma unroll 1
-  for (int r = warp * kRowsPerWarp; r < (warp + 1) * kRowsPerWarp; ++r) {
-    const std::int32_t n = cr.entries[r];
-    if (n == 0) continue;
+  for_warp_rows(cr, [&](int r, std::int32_t n) {
     const std::int64_t o = kLookBack ? cr.first[r] : cr.b[r];
     direct_emit_runs(p, cs, cr.b[r], n, tables.row(cr.b[r]), dr.runs[r], dr.longest[r], o, kv_tile, member);
-  }
+  });
 }
 
 }  // namespace tessera::prep::stream
