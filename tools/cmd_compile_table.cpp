@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "commands.hpp"
 #include "write_file.hpp"
@@ -23,7 +24,7 @@ struct CompileArgs {
   std::string gpu_name;
   int min_leaf = 32;
   int max_depth = 6;
-  std::string eval_report;  // optional CSV of the evaluation split, one row per case
+  std::optional<std::string> eval_report;  // CSV of the evaluation split, one row per case (given: even if empty)
 };
 
 /// CSV, one row per evaluation case: case, key, source, selected plan and its latency (us), fastest plan and its
@@ -42,11 +43,8 @@ void run_compile(const CompileArgs& a) {
                 fmt::format("unknown architecture '{}' (sm80, sm86, sm89, sm90a, sm120)", a.arch));
   check_output_dir(a.out, "--out");
   check_not_input(a.out, a.in, "--out", "--in");
-  if (!a.eval_report.empty()) {
-    check_output_dir(a.eval_report, "--eval-report");
-    check_not_input(a.eval_report, a.in, "--eval-report", "--in");
-    check_distinct_outputs(a.out, a.eval_report, "--out", "--eval-report");  // also ./t.json, links, hard links
-  }
+  if (a.eval_report)  // distinct from --out also as ./t.json, through links and hard links
+    check_extra_output(*a.eval_report, "--eval-report", a.out, "--out", a.in, "--in");
   const std::vector<ProfileRecord> records = read_profile_records(a.in, a.arch);
   if (std::none_of(records.begin(), records.end(), [](const ProfileRecord& r) { return r.valid; }))
     throw Error(ErrorCode::kFormatError, "--in",
@@ -77,9 +75,9 @@ void run_compile(const CompileArgs& a) {
     if (r.split == "eval") eval.push_back(r);
   const RegretReport rep = evaluate_plan_table(table, eval, direct);
   fmt::print("evaluation split: {} cases ({} with no tree for their key)\n", rep.cases, rep.cases_missing_key);
-  if (!a.eval_report.empty()) {  // written even with no scored case (header only), so an asked-for file exists
-    write_eval_report(a.eval_report, rep);
-    fmt::print("per-case regret ({} cases) -> {}\n", rep.per_case.size(), a.eval_report);
+  if (a.eval_report) {  // written even with no scored case (header only), so an asked-for file exists
+    write_eval_report(*a.eval_report, rep);
+    fmt::print("per-case regret ({} cases) -> {}\n", rep.per_case.size(), *a.eval_report);
   }
   if (rep.cases == 0) {  // RegretReport's figures default to 1: printing them would claim a perfect table
     fmt::print("regret and speedup over Direct: not computed: no evaluation-split case has a tree for its key\n");
@@ -108,11 +106,7 @@ void add_compile_table_command(CLI::App& app) {
   cmd->add_option("--eval-report", a->eval_report,
                   "Also write the evaluation split's per-case regret here (CSV: case, key, source, selected plan, "
                   "its latency in us, fastest plan, its latency in us, regret)");
-  cmd->callback([a, cmd] {
-    if (cmd->count("--eval-report") > 0 && a->eval_report.empty())  // empty would otherwise mean "no report"
-      throw Error(ErrorCode::kIoError, "--eval-report", "the output path is empty");
-    run_compile(*a);
-  });
+  cmd->callback([a] { run_compile(*a); });
 }
 
 }  // namespace tessera::tools

@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <chrono>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
@@ -22,7 +23,7 @@ namespace {
 struct RefeatureArgs {
   std::string in;
   std::string out;
-  std::string case_stats;
+  std::optional<std::string> case_stats;  // given: even if empty
   std::string sta_table;
   int threads = 0;
 };
@@ -64,11 +65,7 @@ void run_refeature(const RefeatureArgs& a) {
   // Both outputs are checked before anything is read or written, so a bad --case-stats never leaves --out written.
   check_output_dir(a.out, "--out");
   check_not_input(a.out, a.in, "--out", "--in");
-  if (!a.case_stats.empty()) {
-    check_output_dir(a.case_stats, "--case-stats");
-    check_not_input(a.case_stats, a.in, "--case-stats", "--in");
-    check_distinct_outputs(a.out, a.case_stats, "--out", "--case-stats");
-  }
+  if (a.case_stats) check_extra_output(*a.case_stats, "--case-stats", a.out, "--out", a.in, "--in");
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<FeaturePresence> present;
   std::vector<ProfileRecord> records = read_profile_records(a.in, "", &present);
@@ -78,7 +75,7 @@ void run_refeature(const RefeatureArgs& a) {
   std::map<std::string, MaskStats> stats;
   int cases = 0;
   try {
-    cases = corpus::refeature_records(records, present, opt, a.threads, a.case_stats.empty() ? nullptr : &stats);
+    cases = corpus::refeature_records(records, present, opt, a.threads, a.case_stats ? &stats : nullptr);
   } catch (const Error& e) {  // a case that does not match the corpus: name the input file
     if (e.argument() != "records") throw;
     throw Error(e.code(), "--in", fmt::format("{}: {}", a.in, e.message()));
@@ -88,7 +85,7 @@ void run_refeature(const RefeatureArgs& a) {
   std::string lines;
   for (const auto& [id, s] : stats) lines += case_stats_line(id, s) + "\n";
   write_text_file(a.out, text, "--out");
-  if (!a.case_stats.empty()) write_text_file(a.case_stats, lines, "--case-stats");
+  if (a.case_stats) write_text_file(*a.case_stats, lines, "--case-stats");
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("{} records of {} cases re-featured -> {} ({:.0f} s)\n", records.size(), cases, a.out, s);
 }
@@ -107,11 +104,7 @@ void add_profile_refeature_command(CLI::App& app) {
                   "Also write each case's mu(M) shape and counters (one JSON line per case) for offline analysis");
   cmd->add_option("--sta-table", a->sta_table, "Real STA table for STA-real cases (default: the repository's)");
   cmd->add_option("--threads", a->threads, "Worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
-  cmd->callback([a, cmd] {
-    if (cmd->count("--case-stats") > 0 && a->case_stats.empty())  // empty would otherwise mean "no case stats"
-      throw Error(ErrorCode::kIoError, "--case-stats", "the output path is empty");
-    run_refeature(*a);
-  });
+  cmd->callback([a] { run_refeature(*a); });
 }
 
 }  // namespace tessera::tools

@@ -130,6 +130,16 @@ inline void check_distinct_outputs(const std::string& a, const std::string& b, c
                 fmt::format("'{}' is also the {} file: the two outputs must be different files", b, a_option));
 }
 
+/// Checks a command's second output `extra` (option `extra_option`, e.g. a report beside the main output `out`)
+/// before anything is read or written: a writable path (check_output_dir: an empty path is an error too), not the
+/// input file `in`, and not the same file as `out`.
+inline void check_extra_output(const std::string& extra, const char* extra_option, const std::string& out,
+                               const char* out_option, const std::string& in, const char* in_option) {
+  check_output_dir(extra, extra_option);
+  check_not_input(extra, in, extra_option, in_option);
+  check_distinct_outputs(out, extra, out_option, extra_option);
+}
+
 /// Writes `text` to `path` (truncating). Throws Error(kIoError, option, "cannot write '<path>': <reason>") when the
 /// file cannot be opened, written or closed.
 inline void write_text_file(const std::string& path, std::string_view text, const char* option) {
