@@ -1,6 +1,6 @@
 // GPU work-item builders: per-CTA work items, split-KV partitions balanced by active-tile count, partial slots and
 // the merge index (one single-pass kernel: block scan + decoupled look-back), the persistent work list (CUB stable
-// radix sort of the items by entry count, longest first), and the totals.
+// radix sort of the item indices by entry count, longest first, then a gather of the items), and the totals.
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
