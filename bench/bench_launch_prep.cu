@@ -7,8 +7,9 @@
 // split the GPU time at an event between the tile-row builders (rows_us, with the buffers' growth and memsets)
 // and the work-item builders (items_us). Preparation runs as the Runtime runs it (implicit_items = true: unsplit,
 // non-persistent plans build no work-item list, items_us ~ 0); --explicit-items builds the list for every plan.
-// --row-builder auto|streaming|persistent: the tile-row kernel of c_q = 1 plans with a look-back (kv c/p/r)
-// (DeviceTileMetadata::row_builder; auto, the default, is what the Runtime uses: prep::prefer_persistent_rows).
+// --row-builder auto|streaming|persistent: the tile-row layout and kernel of plans whose offsets are not mu(M)'s
+// (DeviceTileMetadata::row_builder; auto, the default, is what the Runtime uses: row-aligned where
+// prep::prefer_row_aligned allows it; streaming / persistent: the compact layout from those look-back kernels).
 // Usage: bench_launch_prep [--runs N] [--heads H] [--density D] [--plan SUBSTR] [--explicit-items]
 //                          [--row-builder auto|streaming|persistent] [--out DIR]
 //   (writes DIR/launch_prep.json). --runs below 50 is for profilers (ncu); --plan keeps the plans whose id
@@ -162,8 +163,8 @@ int main(int argc, char** argv) {
   TESSERA_CUDA_CHECK(cudaEventCreate(&e1));
   TESSERA_CUDA_CHECK(cudaEventCreate(&em));
   nlohmann::json results = nlohmann::json::array();
-  std::printf("%-58s %10s %8s %8s %10s %10s %10s %9s %8s %7s\n", "plan", "gpu_us", "rows_us", "items_us", "idle_us",
-              "wall_us", "entries", "items", "partials", "<50us");
+  std::printf("%-58s %10s %8s %8s %10s %10s %10s %9s %8s %7s %s\n", "plan", "gpu_us", "rows_us", "items_us", "idle_us",
+              "wall_us", "entries", "items", "partials", "<50us", "layout");
   for (const std::string& id : ids) {
     const Plan plan = parse_plan_id(id);
     DeviceTileMetadata md;
@@ -204,11 +205,15 @@ int main(int argc, char** argv) {
     md.rows_done_event = nullptr;
     const double g = median(gpu_us), w = median(wall_us), gi = median(idle_gpu_us);
     const double gr = median(rows_us), gt = median(items_us);
-    std::printf("%-58s %10.1f %8.1f %8.1f %10.1f %10.1f %10lld %9d %8d %7s\n", id.c_str(), g, gr, gt, gi, w,
-                (long long)md.n_entries, md.n_items, md.n_partials, g < 50 ? "yes" : "NO");
+    // Live entries (a row-aligned layout's n_entries is its arrays' extent): from the compacted download, which also
+    // checks the layout (outside the timed runs).
+    const std::int64_t entries = md.row_aligned ? download_tile_metadata(md, s).n_entries() : md.n_entries;
+    std::printf("%-58s %10.1f %8.1f %8.1f %10.1f %10.1f %10lld %9d %8d %7s %s\n", id.c_str(), g, gr, gt, gi, w,
+                (long long)entries, md.n_items, md.n_partials, g < 50 ? "yes" : "NO",
+                md.row_aligned ? "aligned" : "compact");
     results.push_back({{"plan", id}, {"gpu_us_median", g}, {"rows_us_median", gr}, {"items_us_median", gt},
                        {"gpu_us_median_after_idle", gi},
-                       {"wall_us_median", w}, {"entries", md.n_entries},
+                       {"wall_us_median", w}, {"entries", entries}, {"row_aligned", md.row_aligned},
                        {"items", md.n_items}, {"implicit_items", md.implicit_items}, {"partials", md.n_partials},
                        {"row_builder", row_builder_name},
                        {"runs", runs},

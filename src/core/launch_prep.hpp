@@ -84,6 +84,22 @@ void order_work_list_cpu(const prep::PrepParams& p, HostTileMetadata& out);
 /// The whole preparation of `plan` for mu(M) on the CPU (launch_prep_cpu.cpp). Throws Error as make_prep_params.
 HostTileMetadata prepare_plan_cpu(const Plan& plan, const HostMaskState& mask, const PrepProblem& problem);
 
+/// Row-aligned layout (TileMetadataView::tile_row_ends) -> compact CSR, in place: `md` holds a row-aligned result
+/// (tile_row_offsets = the rows' first entries and the extent [rows + 1], the entry arrays over the whole extent,
+/// gaps included; items and merge targets with entry ranges in those positions) and `ends` the rows' ends [rows].
+/// Afterwards md is what a compact builder writes: each row's entries moved to its compact offset, every item and
+/// merge target shifted with its tile row. Throws Error(kInternal, "metadata.tile_row_ends" / ".items" /
+/// ".merge_targets") when a row's range is not inside its span [offsets[t], offsets[t + 1]), the extent does not match
+/// the arrays, or an item's range is not inside its row. Used by download_tile_metadata (cuda/launch_prep_gpu.hpp);
+/// src/core/launch_prep_row_aligned.cpp.
+void compact_row_aligned(HostTileMetadata& md, const std::vector<std::int32_t>& ends);
+
+/// The inverse, for tests: spreads compact metadata into the row-aligned layout the GPU builders write (row t at
+/// r_kv times mu(M)'s offset of its first logical row, `mask_row_offsets` [logical rows + 1]; gap entries set to
+/// `fill`), shifting items and merge targets. Returns the rows' ends.
+std::vector<std::int32_t> spread_row_aligned(HostTileMetadata& md, const std::vector<std::int32_t>& mask_row_offsets,
+                                             std::int32_t fill);
+
 /// Checks the metadata invariants (offsets monotone, entries in range, items cover every query tile exactly once
 /// or through its partials, partial slots used once, membership bits only for existing sub-blocks, ...).
 /// Throws Error(kInternal, "metadata.<array>") describing the first violation. For tests and tools.

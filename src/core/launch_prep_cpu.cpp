@@ -67,7 +67,8 @@ PrepBounds prep_bounds(const Plan& plan, const prep::PrepParams& p, std::int64_t
   b.items = b.q_tiles * p.split;
   b.partials = p.split > 1 ? b.items : 0;
   b.merges = p.split > 1 ? b.q_tiles : 0;
-  b.metadata_bytes = (b.tile_rows + 1) * 4 + b.entries * (p.pack ? 4 * p.pack : 4) +
+  b.metadata_bytes = (b.tile_rows + 1) * 4 + b.tile_rows * 4 /* row-aligned ends */ +
+                     b.entries * (p.pack ? 4 * p.pack : 4) +
                      b.entries * prep::member_bytes(p) + b.items * static_cast<std::int64_t>(sizeof(WorkItem)) +
                      (b.merges + 1) * 4 + b.merges * static_cast<std::int64_t>(sizeof(WorkItem));
   b.workspace_bytes = split_workspace_bytes(plan, b.partials, head_dim);

@@ -34,10 +34,12 @@ TESSERA_HD inline QueryTile query_tile(const QueryTileGeometry& g, std::int64_t 
 }
 
 /// The work item of query tile q of an unsplit plan (split 1): the query tile over its whole tile row, written
-/// directly (partial -1). tile_offsets: the tile-row CSR offsets [tile rows + 1]. This is what the work-item
-/// builders write for such a plan, and what a kernel computes when the plan's items are implicit.
+/// directly (partial -1). tile_offsets: the tile rows' first entries [tile rows + 1]; tile_ends: their ends [tile
+/// rows] (row-aligned layout) or null (compact CSR: the end is the next row's offset), as in TileMetadataView. This
+/// is what the work-item builders write for such a plan, and what a kernel computes when the plan's items are
+/// implicit.
 TESSERA_HD inline WorkItem unsplit_item(const QueryTileGeometry& g, const std::int32_t* tile_offsets,
-                                        std::int64_t q) {
+                                        const std::int32_t* tile_ends, std::int64_t q) {
   const QueryTile qt = query_tile(g, q);
   WorkItem w;
   w.batch = qt.batch;
@@ -45,7 +47,7 @@ TESSERA_HD inline WorkItem unsplit_item(const QueryTileGeometry& g, const std::i
   w.q_start = qt.q_start;
   w.q_len = qt.q_len;
   w.entry_begin = tile_offsets[qt.tile_row];
-  w.entry_end = tile_offsets[qt.tile_row + 1];
+  w.entry_end = tile_row_end(tile_offsets, tile_ends, qt.tile_row);
   w.tile_row = qt.tile_row;
   w.partial = -1;
   return w;

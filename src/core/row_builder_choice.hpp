@@ -1,28 +1,28 @@
 #pragma once
-// Which GPU kernel builds the tile rows of a c_q == 1 plan whose tile-row offsets need a decoupled look-back
-// (Coarsened, Refined or packed KV): the one-CTA-per-ticket streaming kernel (cuda/launch_prep_rows_stream.cu) or the
-// persistent streaming kernel (cuda/launch_prep_rows_stream_persistent.cu). Both write the same metadata (the CPU
-// twins define it); the choice is speed only. Host-only, testable without a GPU.
+// Which layout and GPU kernel build the tile rows of a plan whose tile-row offsets are not mu(M)'s own (Coarsened,
+// Refined or packed KV, or Coarsened Q): the row-aligned layout (TileMetadataView::tile_row_ends: every row starts at
+// a position fixed by mu(M)'s offsets, so no builder waits for a prefix over rows), or the compact CSR, whose offsets
+// come from a decoupled look-back in the one-CTA-per-ticket streaming kernel (cuda/launch_prep_rows_stream.cu) or the
+// persistent streaming kernel (cuda/launch_prep_rows_stream_persistent.cu). Every choice describes the same tile
+// rows (the CPU twins define them; download_tile_metadata() compacts a row-aligned result); the choice is speed only.
+// Host-only, testable without a GPU.
 #include "core/launch_prep_rules.hpp"
 
 namespace tessera::prep {
 
-/// The tile-row builder of DeviceTileMetadata (cuda/launch_prep_gpu.hpp). Plans outside its scope (c_q > 1, Direct
-/// KV with mu(M)'s offsets) ignore it.
+/// The tile-row builder of DeviceTileMetadata (cuda/launch_prep_gpu.hpp). Plans whose offsets are mu(M)'s own
+/// (c_q == 1, Direct KV) ignore it.
 enum class RowBuilder {
-  kAuto,        ///< prefer_persistent_rows() decides (the default)
-  kStreaming,   ///< one CTA per 30-row ticket, the look-back wait idles the CTA
-  kPersistent,  ///< resident grid, the next ticket's counting overlaps the look-back
+  kAuto,        ///< row-aligned where prefer_row_aligned() (and the GPU builder) allow it, else compact streaming
+  kStreaming,   ///< compact: one CTA per 32-row ticket (c_q == 1), the look-back wait idles the CTA
+  kPersistent,  ///< compact: resident grid, the next ticket's counting overlaps the look-back (c_q == 1)
 };
 
-/// True when the persistent kernel is the faster choice for `p` (used by RowBuilder::kAuto). From the H200
-/// measurement of bench_launch_prep (Wan2.1 720p Q64K64, 40 heads, 10 %; bench/results/h200_session6): persistent
-/// faster by 4-6 us for Coarsened KV (c2/c4/c8), packed KV (p2/p4/p8) and Refined KV r2; slower for Refined KV r4
-/// (116 against 68 us: four entries per block, store-bound), so Refined KV with r_kv > 2 (r3, r4, r6, r8) stays on
-/// the streaming kernel. False for plans the persistent kernel does not build (c_q > 1, Direct KV, run-major
-/// traversal: the streaming kernel writes run-major rows in their final order).
-inline bool prefer_persistent_rows(const PrepParams& p) {
-  return p.c_q == 1 && !tile_offsets_are_mask_offsets(p) && p.r_kv <= 2 && p.traversal != 2;
-}
+/// True when RowBuilder::kAuto writes `p`'s tile rows row-aligned: offsets that are not mu(M)'s own, in ascending or
+/// descending traversal (run-major rows are written in their final order by the compact streaming kernel; with
+/// c_q > 1 they are reordered from compact scratch). The GPU side also needs a single-launch builder
+/// (prep::row_aligned_gpu: c_q == 1, or the c_q > 1 bitmaps fit in shared memory). Why: no look-back and no wait
+/// for one (bench/NOTES.md, "Launch preparation, eighth pass", has the H200 measurements).
+inline bool prefer_row_aligned(const PrepParams& p) { return !tile_offsets_are_mask_offsets(p) && p.traversal != 2; }
 
 }  // namespace tessera::prep

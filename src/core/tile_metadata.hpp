@@ -100,11 +100,23 @@ struct TileMetadataView {
   // `persistent` != 0, CTAs instead pull the next items_per_cta items from the list (already longest first).
   std::int32_t items_per_cta = 1;
   std::int32_t persistent = 0;
-  // Tile-row CSR (for tools and checks; kernels read entry ranges from the work items):
-  // entries of tile row t are tile_row_offsets[t] .. tile_row_offsets[t + 1).
+  // Tile rows (kernels read entry ranges from the work items, or from these for implicit items):
+  //  - compact CSR (tile_row_ends null): entries of tile row t are tile_row_offsets[t] .. tile_row_offsets[t + 1);
+  //  - row-aligned (tile_row_ends set; device metadata of the linear-order GPU builders, docs/plans.md): entries of
+  //    tile row t are tile_row_offsets[t] .. tile_row_ends[t], where tile_row_offsets[t] = r_kv times mu(M)'s offset
+  //    of the row's first logical row, a position fixed before any row is counted (no prefix sum over rows); the
+  //    gaps between rows hold nothing and are never read. tile_row_offsets[n_tile_rows] = the arrays' extent.
   const std::int32_t* tile_row_offsets = nullptr;  ///< [n_tile_rows + 1]
+  const std::int32_t* tile_row_ends = nullptr;     ///< [n_tile_rows] or null (compact CSR)
   std::int32_t n_tile_rows = 0;
 };
+
+/// One past the last entry of tile row t: tile_row_ends[t] (row-aligned layout) or tile_row_offsets[t + 1] (compact
+/// CSR, tile_row_ends null). Host and device.
+TESSERA_HD inline std::int32_t tile_row_end(const std::int32_t* tile_row_offsets, const std::int32_t* tile_row_ends,
+                                            std::int64_t t) {
+  return tile_row_ends != nullptr ? tile_row_ends[t] : tile_row_offsets[t + 1];
+}
 
 /// The unsigned integer of kBytes bytes (1, 2, 4 or 8): the type of one membership word of that width.
 template <int kBytes>

@@ -73,6 +73,7 @@ TileMetadataView DeviceTileMetadata::view() const noexcept {
   v.items_per_cta = items_per_cta;
   v.persistent = persistent;
   v.tile_row_offsets = row_offsets_ptr;
+  v.tile_row_ends = row_aligned ? tile_row_ends.as<const std::int32_t>() : nullptr;
   v.n_tile_rows = static_cast<std::int32_t>(params.tile_rows());
   return v;
 }
@@ -117,11 +118,15 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
   if (out.lookback.bytes() != lookback_before)
     TESSERA_CUDA_CHECK(cudaMemsetAsync(out.lookback.data(), 0, out.lookback.bytes(), s));
 
+  const bool persistent_rows = out.row_builder == prep::RowBuilder::kPersistent;
+  out.row_aligned = !zero_copy && out.row_builder == prep::RowBuilder::kAuto && prep::prefer_row_aligned(p) &&
+                    prep::row_aligned_gpu(p, persistent_rows);
   if (zero_copy) {
     out.row_offsets_ptr = mask_rows;
     out.kv_tile_ptr = mask_cols;
   } else {
     if (!prep::tile_offsets_are_mask_offsets(p)) grow(out.tile_row_offsets, (bd.tile_rows + 1) * 4);
+    if (out.row_aligned) grow(out.tile_row_ends, bd.tile_rows * 4);
     if (!p.pack) grow(out.kv_tile, bd.entries * 4);
     if (p.membership) grow(out.member, member_array_bytes(p, bd.entries));
     if (p.pack) grow(out.gather_blocks, bd.entries * p.pack * 4);
@@ -133,13 +138,13 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
       if (p.pack) grow(out.tmp_gather, bd.entries * p.pack * 4);
       grow(out.runs, bd.entries * 4);
     }
-    prep::TileRowBuffers tb{out.tile_row_offsets.as<std::int32_t>(), out.kv_tile.as<std::int32_t>(),
+    prep::TileRowBuffers tb{out.tile_row_offsets.as<std::int32_t>(),
+                            out.row_aligned ? out.tile_row_ends.as<std::int32_t>() : nullptr,
+                            out.kv_tile.as<std::int32_t>(),
                             out.member.data(), out.gather_blocks.as<std::int32_t>(),
                             out.tmp_kv.as<std::int32_t>(), out.tmp_member.data(),
                             out.tmp_gather.as<std::int32_t>(), out.runs.as<std::int32_t>(),
                             out.lookback.as<std::uint64_t>(), out.cub_temp.data(), out.cub_temp.bytes()};
-    const bool persistent_rows = out.row_builder == prep::RowBuilder::kPersistent ||
-                                 (out.row_builder == prep::RowBuilder::kAuto && prep::prefer_persistent_rows(p));
     prep::build_tile_rows_gpu(p, mask_rows, mask_cols, tb, s, persistent_rows);
     out.row_offsets_ptr = prep::tile_offsets_are_mask_offsets(p) ? mask_rows
                                                                   : out.tile_row_offsets.as<const std::int32_t>();
@@ -148,7 +153,7 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
   if (out.rows_done_event)
     TESSERA_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(out.rows_done_event), s));
   if (out.implicit_items) return;  // the kernels compute the items (unsplit_item)
-  prep::ItemBuffers ib{out.row_offsets_ptr, out.items.as<WorkItem>(), out.merge_offsets.as<std::int32_t>(),
+  prep::ItemBuffers ib{out.row_offsets_ptr, out.view().tile_row_ends, out.items.as<WorkItem>(), out.merge_offsets.as<std::int32_t>(),
                        out.merge_targets.as<WorkItem>(), out.lookback.as<std::uint64_t>(),
                        out.keys.as<std::uint32_t>(), out.keys_alt.as<std::uint32_t>(),
                        out.order.as<std::uint32_t>(), out.order_alt.as<std::uint32_t>(),
@@ -165,6 +170,8 @@ void finish_prepare_plan_gpu(DeviceTileMetadata& out, Stream stream) {
     out.n_partials = out.n_merge = 0;
     if (is_zero_copy(out.params)) {
       out.n_entries = out.mask_nnz;
+    } else if (out.row_aligned) {  // the extent is known on the host: nothing to copy, no synchronization
+      out.n_entries = out.mask_nnz * out.params.r_kv;
     } else {
       std::int32_t entries = 0;
       TESSERA_CUDA_CHECK(cudaMemcpyAsync(&entries, out.row_offsets_ptr + out.params.tile_rows(), sizeof(entries),
@@ -197,6 +204,8 @@ HostTileMetadata download_tile_metadata(const DeviceTileMetadata& md, Stream str
   HostTileMetadata h;
   h.params = p;
   download(h.tile_row_offsets, md.row_offsets_ptr, p.tile_rows() + 1, s);
+  std::vector<std::int32_t> ends;
+  if (md.row_aligned) download(ends, md.tile_row_ends.data(), p.tile_rows(), s);
   if (!p.pack) download(h.kv_tile, md.kv_tile_ptr, md.n_entries, s);
   if (p.membership) download_member(h.member, md.member.data(), md.n_entries, prep::member_bytes(p), s);
   if (p.pack) download(h.gather_blocks, md.gather_blocks.data(), md.n_entries * p.pack, s);
@@ -208,10 +217,11 @@ HostTileMetadata download_tile_metadata(const DeviceTileMetadata& md, Stream str
     download(h.merge_targets, md.merge_targets.data(), md.n_merge, s);
   }
   TESSERA_CUDA_CHECK(cudaStreamSynchronize(s));
+  if (md.row_aligned) compact_row_aligned(h, ends);  // the CPU twins' compact CSR (items shifted with their rows)
   if (md.implicit_items) {
     h.items.resize(static_cast<std::size_t>(md.n_items));
     const QueryTileGeometry g = p.query_geometry();
-    for (std::int32_t q = 0; q < md.n_items; ++q) h.items[q] = unsplit_item(g, h.tile_row_offsets.data(), q);
+    for (std::int32_t q = 0; q < md.n_items; ++q) h.items[q] = unsplit_item(g, h.tile_row_offsets.data(), nullptr, q);
   }
   h.n_partials = md.n_partials;
   h.sub_q = md.sub_q;

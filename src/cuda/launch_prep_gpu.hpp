@@ -17,7 +17,9 @@ struct DeviceTileMetadata {
   prep::PrepParams params;
   // Metadata arrays (see TileMetadataView). For a plan that needs no tile-row building (c_q == 1, Direct KV,
   // ascending traversal) tile_row_offsets / kv_tile point into the mask state itself: zero copy.
-  DeviceBuffer tile_row_offsets, kv_tile, member, gather_blocks, items, merge_offsets, merge_targets;
+  // tile_row_ends: the rows' ends in the row-aligned layout (TileMetadataView::tile_row_ends), written when
+  // `row_aligned`.
+  DeviceBuffer tile_row_offsets, tile_row_ends, kv_tile, member, gather_blocks, items, merge_offsets, merge_targets;
   // Scratch: run-major run tables (c_q == 1) or reorder copies and run starts (c_q > 1), persistent sort keys, CUB
   // temporary storage, totals.
   DeviceBuffer tmp_kv, tmp_member, tmp_gather, keys, keys_alt, order, order_alt, items_alt, cub_temp, totals, runs;
@@ -26,6 +28,10 @@ struct DeviceTileMetadata {
   DeviceBuffer lookback;
   const std::int32_t* row_offsets_ptr = nullptr;  ///< tile_row_offsets actually used (own buffer or the mask's)
   const std::int32_t* kv_tile_ptr = nullptr;      ///< kv_tile actually used (own buffer, the mask's, or null)
+  /// Whether the tile rows are row-aligned (tile_row_ends written; set by enqueue_prepare_plan_gpu from
+  /// row_builder and the plan): row t's entries start at r_kv times mu(M)'s offset of its first logical row.
+  bool row_aligned = false;
+  /// Entries: the compact CSR's total, or the row-aligned arrays' extent (r_kv * mask nnz; gaps included).
   std::int64_t n_entries = 0;
   std::int32_t n_items = 0, n_merge = 0, n_partials = 0;
   std::int32_t sub_q = 0, sub_kv = 0, block_kv = 0, items_per_cta = 1, persistent = 0;
@@ -34,9 +40,10 @@ struct DeviceTileMetadata {
   /// written; the kernel computes item q from the query-tile geometry. Set by enqueue_prepare_plan_gpu.
   bool implicit_items = false;
   std::int64_t mask_nnz = 0;  ///< active blocks of mu(M) (n_entries of a zero-copy plan)
-  /// Tile-row builder for c_q == 1 plans whose offsets need a look-back (Coarsened, Refined or packed KV): kAuto
-  /// (default) takes the measured faster kernel (prep::prefer_persistent_rows), kStreaming / kPersistent force one
-  /// (tests, benchmarks). Same output either way: both match the CPU twins bit for bit. Read by
+  /// Tile-row layout and builder for plans whose offsets are not mu(M)'s own (core/row_builder_choice.hpp): kAuto
+  /// (default) writes the row-aligned layout where prep::prefer_row_aligned and the builder allow it, else compact;
+  /// kStreaming / kPersistent force the compact layout from that kernel (tests, benchmarks; kPersistent: c_q == 1
+  /// linear orders). Same tile rows either way: all match the CPU twins bit for bit after download. Read by
   /// enqueue_prepare_plan_gpu().
   prep::RowBuilder row_builder = prep::RowBuilder::kAuto;
   /// Benchmarks only: when set (a cudaEvent_t), enqueue_prepare_plan_gpu() records it on the stream between the
@@ -63,7 +70,10 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
                               Stream stream, DeviceTileMetadata& out, bool implicit_items = false);
 void finish_prepare_plan_gpu(DeviceTileMetadata& out, Stream stream);
 
-/// Copies prepared device metadata into host memory (tests, tools). Synchronizes `stream`.
+/// Copies prepared device metadata into host memory (tests, tools). Synchronizes `stream`. A row-aligned layout is
+/// compacted into the host's CSR (entries of each row moved to its compact offset, item and merge-target entry ranges
+/// shifted with their row), so the result compares with the CPU twins directly; throws Error(kInternal,
+/// "metadata.tile_row_ends") if a row's range is not inside its aligned span.
 HostTileMetadata download_tile_metadata(const DeviceTileMetadata& md, Stream stream);
 
 /// Uploads a host mu(M) to the device (tests, benchmarks, tools). Synchronizes `stream`.

@@ -48,8 +48,8 @@ __device__ void write_totals(const PrepParams& p, const std::int32_t* tile_offse
 // writes the totals. With `keys` (persistent) it also writes the item's sort key (longest - entries) and its index
 // (the sort's value).
 __global__ void write_items_kernel(PrepParams p, const std::int32_t* __restrict__ tile_offsets,
-                                   WorkItem* __restrict__ items, std::int32_t* __restrict__ merge_offsets,
-                                   std::int32_t* __restrict__ totals,
+                                   const std::int32_t* __restrict__ tile_ends, WorkItem* __restrict__ items,
+                                   std::int32_t* __restrict__ merge_offsets, std::int32_t* __restrict__ totals,
                                    std::uint32_t longest, std::uint32_t* __restrict__ keys,
                                    std::uint32_t* __restrict__ order) {
   const std::int32_t q = static_cast<std::int32_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -60,7 +60,7 @@ __global__ void write_items_kernel(PrepParams p, const std::int32_t* __restrict_
   if (q >= static_cast<std::int32_t>(p.q_tiles())) return;
   const QueryTile qt = query_tile(p, q);
   const std::int32_t begin = tile_offsets[qt.tile_row];
-  const std::int32_t n_e = tile_offsets[qt.tile_row + 1] - begin;
+  const std::int32_t n_e = tile_row_end(tile_offsets, tile_ends, qt.tile_row) - begin;
   write_items(p, qt, begin, n_e, 0, items + q);
   if (keys) {
     keys[q] = longest - static_cast<std::uint32_t>(n_e);
@@ -83,7 +83,8 @@ __host__ __device__ constexpr int split_tiles_per_cta(int split) {
 }
 
 __global__ void __launch_bounds__(kThreads)
-    write_split_items_kernel(PrepParams p, const std::int32_t* __restrict__ tile_offsets, detail::LookBackState lb,
+    write_split_items_kernel(PrepParams p, const std::int32_t* __restrict__ tile_offsets,
+                             const std::int32_t* __restrict__ tile_ends, detail::LookBackState lb,
                              WorkItem* __restrict__ items, std::int32_t* __restrict__ merge_offsets,
                              WorkItem* __restrict__ merge_targets, std::int32_t* __restrict__ totals) {
   using BlockScan = cub::BlockScan<std::uint64_t, kThreads>;
@@ -105,7 +106,7 @@ __global__ void __launch_bounds__(kThreads)
   if (mine) {
     qt = query_tile(p, q);
     begin = tile_offsets[qt.tile_row];
-    n_e = tile_offsets[qt.tile_row + 1] - begin;
+    n_e = tile_row_end(tile_offsets, tile_ends, qt.tile_row) - begin;
     k = partitions(p, n_e);
     value = static_cast<std::uint64_t>(k) + (k == 1 ? kUnsplitOne : 0);
   }
@@ -195,11 +196,11 @@ void build_work_items_gpu(const PrepParams& p, ItemBuffers& b, bool persistent, 
   WorkItem* unsorted = sort ? b.items_alt : b.items;
   if (split) {
     write_split_items_kernel<<<split_item_ctas(p), kThreads, 0, stream>>>(
-        p, b.tile_offsets, detail::lookback_state(b.lookback), unsorted, b.merge_offsets,
+        p, b.tile_offsets, b.tile_ends, detail::lookback_state(b.lookback), unsorted, b.merge_offsets,
         b.merge_targets, b.totals);
   } else {
     write_items_kernel<<<blocks_for(std::max<std::int64_t>(n, 1)), kThreads, 0, stream>>>(
-        p, b.tile_offsets, unsorted, b.merge_offsets, b.totals,
+        p, b.tile_offsets, b.tile_ends, unsorted, b.merge_offsets, b.totals,
         static_cast<std::uint32_t>(longest), sort ? b.keys : nullptr, sort ? b.order_alt : nullptr);
   }
   TESSERA_CUDA_CHECK_LAUNCH();

@@ -13,6 +13,10 @@ namespace tessera::prep {
 /// run_major_in_emission(p) runs only ([mask nnz] int32), else all ([entries] each: ascending scratch + reorder).
 struct TileRowBuffers {
   std::int32_t* tile_offsets;  ///< [rows + 1]
+  /// [rows], or null: where non-null, the builder writes the row-aligned layout (TileMetadataView): row t's entries
+  /// at tile_offsets[t] = r_kv * mu(M)'s offset of its first logical row, its end in tile_ends[t], and
+  /// tile_offsets[rows] = r_kv * nnz; no look-back. Only for layouts row_aligned_gpu() accepts.
+  std::int32_t* tile_ends;
   std::int32_t* kv_tile;       ///< [entries] span forms
   void* member;                ///< [entries] words of member_bytes(p) bytes, with membership (size a multiple of 4 B)
   std::int32_t* gather;        ///< [entries * pack] packed form
@@ -39,9 +43,11 @@ bool tile_rows_single_pass_fits(const PrepParams& p);
 /// pass follows) and, unless tile_offsets_are_mask_offsets(p), tile_offsets (look-back state `lookback` as for the
 /// single-pass builder). runs: run-major scratch, at least mask nnz int32 (unused for other traversals). Returns false
 /// without launching anything when p.c_q != 1 or there are no rows.
+/// tile_ends: non-null for the row-aligned layout (linear orders only; TileRowBuffers::tile_ends), else compact.
 bool build_tile_rows_stream(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
-                            std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                            std::uint8_t* member, std::int32_t* gather, std::int32_t* runs, cudaStream_t stream);
+                            std::int32_t* tile_offsets, std::int32_t* tile_ends, std::uint64_t* lookback,
+                            std::int32_t* kv_tile, std::uint8_t* member, std::int32_t* gather, std::int32_t* runs,
+                            cudaStream_t stream);
 
 /// Whether the tile-row builder writes run-major order itself (c_q == 1: the streaming builder), so run-major needs
 /// no ascending scratch copy and no reorder launch; the scratch `runs` then needs mask nnz words (else entries).
@@ -59,9 +65,16 @@ bool launch_tile_rows_stream_persistent(const PrepParams& p, const std::int32_t*
 /// Single-pass bitmap tile-row builder (launch_prep_rows_single_pass.cu), for c_q > 1: writes the rows' entries
 /// (kv_tile or gather, member: words of c_q bytes, MemberWord<c_q>) in ascending or descending traversal order, and
 /// tile_offsets. Returns false without launching anything when c_q == 1 or the bitmaps do not fit.
+/// tile_ends: non-null for the row-aligned layout (ascending or descending order; no look-back), else compact.
 bool build_tile_rows_single_pass(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
-                                 std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                                 void* member, std::int32_t* gather, cudaStream_t stream);
+                                 std::int32_t* tile_offsets, std::int32_t* tile_ends, std::uint64_t* lookback,
+                                 std::int32_t* kv_tile, void* member, std::int32_t* gather, cudaStream_t stream);
+
+/// Whether the GPU builders write plan `p`'s tile rows row-aligned (TileRowBuffers::tile_ends) rather than compact:
+/// offsets not mu(M)'s own (not Direct KV with c_q == 1), ascending or descending traversal (run-major rows are
+/// compact), and a single-launch builder (c_q == 1, or the c_q > 1 bitmaps fit); `persistent_stream` (the forced
+/// persistent c_q == 1 builder, whose purpose is hiding the look-back) keeps them compact.
+bool row_aligned_gpu(const PrepParams& p, bool persistent_stream);
 
 /// Builds the tile rows (single pass, else count + scan + fill), then applies the traversal order.
 /// persistent_stream: where the streaming builder needs a look-back, run its persistent form
@@ -72,7 +85,8 @@ std::size_t tile_rows_cub_temp_bytes(std::int64_t rows);
 
 /// Device arrays of the work-item builder.
 struct ItemBuffers {
-  const std::int32_t* tile_offsets;
+  const std::int32_t* tile_offsets;  ///< [rows + 1] tile rows' first entries (row-aligned: [rows] = the extent)
+  const std::int32_t* tile_ends;     ///< [rows] row-aligned layout, or null (compact CSR)
   WorkItem* items;          ///< [items bound]
   std::int32_t* merge_offsets;  ///< [q_tiles + 1]
   WorkItem* merge_targets;  ///< [q_tiles]
@@ -85,7 +99,7 @@ struct ItemBuffers {
   WorkItem* items_alt;
   void* cub_temp;
   std::size_t cub_temp_bytes;
-  std::int32_t* totals;     ///< [4]: entries, items, partials, merges
+  std::int32_t* totals;     ///< [4]: entries (row-aligned: the arrays' extent), items, partials, merges
 };
 
 /// Work items, split-KV partitions, partial slots, merge index; persistent longest-first order; totals.

@@ -282,14 +282,17 @@ __device__ __forceinline__ void emit_packed_row(const UnitRules& ur, const RowBi
 // The byte select table in global memory, copied into each CTA's shared memory.
 __device__ const ByteSelectTable kByteSelectTable = make_byte_select_table();
 
-// Entry offsets from the look-back, written to tile_offsets (c_q > 1: the tile rows are never mu(M)'s rows).
-// kCq: p.c_q (2, 4 or 8); kPacked: p.pack != 0 (gather slots), else a span form (kv_tile).
-template <int kCq, bool kPacked>
+// Entry offsets (c_q > 1: the tile rows are never mu(M)'s rows): kAligned, row-aligned (r_kv times mu(M)'s offset of
+// the row's first logical row; the end into tile_ends; no look-back, no CTA barrier); else compact, from the
+// look-back. Both written to tile_offsets. kCq: p.c_q (2, 4 or 8); kPacked: p.pack != 0 (gather slots), else a span
+// form (kv_tile).
+template <int kCq, bool kPacked, bool kAligned>
 __global__ void __launch_bounds__(kThreads, kMinCtasSpan)
     rows_single_pass_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
                             const std::int32_t* __restrict__ cols, std::int32_t* __restrict__ tile_offsets,
-                            LookBackState lb, std::int32_t words, std::int32_t* __restrict__ kv_tile,
-                            MemberWord<kCq>* __restrict__ member, std::int32_t* __restrict__ gather, int desc) {
+                            std::int32_t* __restrict__ tile_ends, LookBackState lb, std::int32_t words,
+                            std::int32_t* __restrict__ kv_tile, MemberWord<kCq>* __restrict__ member,
+                            std::int32_t* __restrict__ gather, int desc) {
   extern __shared__ uint4 bitmaps_v[];  // [kWarps][words][kCq] words (16-byte aligned for the vector loads)
   __shared__ std::int32_t bounds[kWarps][kMaxMappingFactor + 1];
   __shared__ std::int32_t row_entries[kWarps];
@@ -300,7 +303,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasSpan)
   const int lane = threadIdx.x % 32;
   lut_v[threadIdx.x] = reinterpret_cast<const uint4*>(&kByteSelectTable)[threadIdx.x];  // used after __syncthreads
   const std::int32_t rows = static_cast<std::int32_t>(p.tile_rows());
-  const std::int32_t tile = lookback_ticket(lb, cta_ticket);
+  const std::int32_t tile = kAligned ? static_cast<std::int32_t>(blockIdx.x) : lookback_ticket(lb, cta_ticket);
   const std::int32_t row = tile * kWarps + warp;
   const bool has_row = row < rows;  // warp-uniform
   const RowBitmap<kCq> r{reinterpret_cast<std::uint32_t*>(bitmaps_v) + warp * kCq * words, words};
@@ -308,21 +311,36 @@ __global__ void __launch_bounds__(kThreads, kMinCtasSpan)
   const UnitRules ur(p);  // after load_row: its fields would be live (and spilled at c_q = 8) across the loads
   const std::int32_t n_count = has_row ? count_row(ur, r) : 0;  // entries (span) or units (packed)
   const std::int32_t n_row = kPacked ? (n_count + ur.pack - 1) >> log2_factor(ur.pack) : n_count;
-  if (lane == 0) row_entries[warp] = n_row;
-  __syncthreads();
-  if (warp == 0) {
-    const std::int32_t total = warp_sum(lane < kWarps ? row_entries[lane] : 0);
-    const std::uint64_t before = lookback_exclusive(lb, tile, static_cast<std::uint64_t>(total));
-    if (lane == 0) cta_base = static_cast<std::int32_t>(before);
+  std::int64_t o = 0;
+  if constexpr (kAligned) {
+    __syncthreads();  // the byte select table is in shared memory (the compact form's barriers order it there)
+    if (!has_row) return;
+    o = static_cast<std::int64_t>(bounds[warp][0]) * ur.r_kv;
+    if (lane == 0) {
+      tile_offsets[row] = static_cast<std::int32_t>(o);
+      tile_ends[row] = static_cast<std::int32_t>(o + n_row);
+      if (row == rows - 1) {  // the extent: r_kv times the end of the last logical row (mu(M)'s nnz)
+        const int nq = min(kCq, static_cast<int>(p.n_qb - (row % p.rows_per_head) * kCq));
+        tile_offsets[rows] = bounds[warp][nq] * ur.r_kv;
+      }
+    }
+  } else {
+    if (lane == 0) row_entries[warp] = n_row;
+    __syncthreads();
+    if (warp == 0) {
+      const std::int32_t total = warp_sum(lane < kWarps ? row_entries[lane] : 0);
+      const std::uint64_t before = lookback_exclusive(lb, tile, static_cast<std::uint64_t>(total));
+      if (lane == 0) cta_base = static_cast<std::int32_t>(before);
+    }
+    __syncthreads();
+    o = cta_base;
+    for (int k = 0; k < warp; ++k) o += row_entries[k];
+    if (has_row && lane == 0) {
+      tile_offsets[row] = static_cast<std::int32_t>(o);
+      if (row == rows - 1) tile_offsets[rows] = static_cast<std::int32_t>(o + n_row);
+    }
+    if (warp == 0) lookback_finish_warp(lb, static_cast<std::int32_t>(gridDim.x));  // the other warps go on
   }
-  __syncthreads();
-  std::int64_t o = cta_base;
-  for (int k = 0; k < warp; ++k) o += row_entries[k];
-  if (has_row && lane == 0) {
-    tile_offsets[row] = static_cast<std::int32_t>(o);
-    if (row == rows - 1) tile_offsets[rows] = static_cast<std::int32_t>(o + n_row);
-  }
-  if (warp == 0) lookback_finish_warp(lb, static_cast<std::int32_t>(gridDim.x));  // the other warps go on
   if (!has_row || n_row == 0) return;
   const auto* lut = reinterpret_cast<const std::uint8_t*>(lut_v);
   if constexpr (kPacked) {
@@ -338,32 +356,41 @@ std::int32_t bitmap_words(const PrepParams& p) { return static_cast<std::int32_t
 
 std::int64_t smem_bytes(const PrepParams& p) { return std::int64_t{kWarps} * p.c_q * bitmap_words(p) * 4; }
 
-// The kernel for kCq = p.c_q and the KV form; membership words of kCq bytes (member_bytes).
+// The kernel for kCq = p.c_q, the KV form and the layout (row-aligned when tile_ends is set); membership words of
+// kCq bytes (member_bytes).
 template <int kCq>
 void launch_rows_cq(const PrepParams& p, unsigned ctas, std::size_t smem, const std::int32_t* row_offsets,
-                    const std::int32_t* cols, std::int32_t* tile_offsets, LookBackState lb, std::int32_t* kv_tile,
-                    void* member, std::int32_t* gather, int desc, cudaStream_t stream) {
+                    const std::int32_t* cols, std::int32_t* tile_offsets, std::int32_t* tile_ends, LookBackState lb,
+                    std::int32_t* kv_tile, void* member, std::int32_t* gather, int desc, cudaStream_t stream) {
   const std::int32_t words = bitmap_words(p);
   auto* m = static_cast<MemberWord<kCq>*>(member);
+  auto launch = [&](auto packed, auto aligned) {
+    rows_single_pass_kernel<kCq, decltype(packed)::value, decltype(aligned)::value>
+        <<<ctas, kThreads, smem, stream>>>(p, row_offsets, cols, tile_offsets, tile_ends, lb, words, kv_tile, m,
+                                           gather, desc);
+  };
+  using T = std::true_type;
+  using F = std::false_type;
   if (p.pack) {
-    rows_single_pass_kernel<kCq, true><<<ctas, kThreads, smem, stream>>>(p, row_offsets, cols, tile_offsets, lb,
-                                                                         words, kv_tile, m, gather, desc);
+    tile_ends ? launch(T{}, T{}) : launch(T{}, F{});
   } else {
-    rows_single_pass_kernel<kCq, false><<<ctas, kThreads, smem, stream>>>(p, row_offsets, cols, tile_offsets, lb,
-                                                                          words, kv_tile, m, gather, desc);
+    tile_ends ? launch(F{}, T{}) : launch(F{}, F{});
   }
 }
 
 // The kernel for p.c_q (2, 4 or 8) and the KV form.
 void launch_rows(const PrepParams& p, unsigned ctas, std::size_t smem, const std::int32_t* row_offsets,
-                 const std::int32_t* cols, std::int32_t* tile_offsets, LookBackState lb, std::int32_t* kv_tile,
-                 void* member, std::int32_t* gather, int desc, cudaStream_t stream) {
+                 const std::int32_t* cols, std::int32_t* tile_offsets, std::int32_t* tile_ends, LookBackState lb,
+                 std::int32_t* kv_tile, void* member, std::int32_t* gather, int desc, cudaStream_t stream) {
   if (p.c_q == 2) {
-    launch_rows_cq<2>(p, ctas, smem, row_offsets, cols, tile_offsets, lb, kv_tile, member, gather, desc, stream);
+    launch_rows_cq<2>(p, ctas, smem, row_offsets, cols, tile_offsets, tile_ends, lb, kv_tile, member, gather, desc,
+                      stream);
   } else if (p.c_q == 4) {
-    launch_rows_cq<4>(p, ctas, smem, row_offsets, cols, tile_offsets, lb, kv_tile, member, gather, desc, stream);
+    launch_rows_cq<4>(p, ctas, smem, row_offsets, cols, tile_offsets, tile_ends, lb, kv_tile, member, gather, desc,
+                      stream);
   } else {
-    launch_rows_cq<8>(p, ctas, smem, row_offsets, cols, tile_offsets, lb, kv_tile, member, gather, desc, stream);
+    launch_rows_cq<8>(p, ctas, smem, row_offsets, cols, tile_offsets, tile_ends, lb, kv_tile, member, gather, desc,
+                      stream);
   }
 }
 
@@ -384,12 +411,12 @@ bool tile_rows_single_pass_fits(const PrepParams& p) {
 }
 
 bool build_tile_rows_single_pass(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
-                                 std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                                 void* member, std::int32_t* gather, cudaStream_t stream) {
+                                 std::int32_t* tile_offsets, std::int32_t* tile_ends, std::uint64_t* lookback,
+                                 std::int32_t* kv_tile, void* member, std::int32_t* gather, cudaStream_t stream) {
   const std::int64_t rows = p.tile_rows();
   if (rows == 0 || p.c_q == 1 || !tile_rows_single_pass_fits(p)) return false;
   const auto ctas = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
-  launch_rows(p, ctas, static_cast<std::size_t>(smem_bytes(p)), row_offsets, cols, tile_offsets,
+  launch_rows(p, ctas, static_cast<std::size_t>(smem_bytes(p)), row_offsets, cols, tile_offsets, tile_ends,
               detail::lookback_state(lookback), kv_tile, member, gather, p.traversal == 1 ? 1 : 0, stream);
   TESSERA_CUDA_CHECK_LAUNCH();
   return true;

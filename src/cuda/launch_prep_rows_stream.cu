@@ -11,8 +11,9 @@
 //    rank * r_kv, only the row's last unit can be ragged; packed: entry rank / pack, slot rank % pack) are written
 //    without a scan or a bitmap.
 //  - Entry counts: c_kv == 1 gives the units from the row length; otherwise a counting sweep over the columns
-//    first. Offsets come from a decoupled look-back over the CTAs (launch_prep_lookback.cuh), or are mu(M)'s own
-//    (Direct KV) with no look-back.
+//    first. Offsets: mu(M)'s own (Direct KV); in linear orders row-aligned where the caller passes tile_ends
+//    (r_kv times mu(M)'s offset, the row's end written: no look-back and no prefix over rows); else, and for
+//    run-major, compact from a decoupled look-back over the CTAs (launch_prep_lookback.cuh).
 //  - Membership: span units OR 1 << (col % c_kv) over their (at most c_kv) columns; a packed entry with k units
 //    has bits 0 .. k-1 (c_q == 1: one logical row, so one-byte membership words, prep::member_bytes).
 //  - Run-major traversal: written directly in its final order (launch_prep_run_major.cuh: each row's runs are found
@@ -41,14 +42,18 @@ using namespace stream;
 enum class Order { kLinear, kRuns, kDirectRuns };
 
 // The rows of one CTA (ticket `tile`): first every row's entry count (run-major: and its run table), then
-// (kLookBack) one look-back for the CTA's total, then the rows are written. All threads. kMember == p.membership.
-template <bool kLookBack, Order kOrder, bool kMember, class Columns>
+// (kLookBack) one look-back for the CTA's total or (kAligned) each warp's row offsets and ends, then the rows are
+// written. All threads. kMember == p.membership.
+template <RowOffsets kOff, Order kOrder, bool kMember, class Columns>
 __device__ __forceinline__ void rows_stream_cta(const PrepParams& p, const UnitRules& ur, std::int32_t tile,
                                                 const std::int32_t* __restrict__ row_offsets, Columns cs,
                                                 RunTables tables, std::int32_t* __restrict__ tile_offsets,
-                                                const LookBackState& lb, std::int32_t* __restrict__ kv_tile,
+                                                std::int32_t* __restrict__ tile_ends, const LookBackState& lb,
+                                                std::int32_t* __restrict__ kv_tile,
                                                 std::uint8_t* __restrict__ member, std::int32_t* __restrict__ gather,
                                                 int desc) {
+  static_assert(kOff != RowOffsets::kAligned || kOrder == Order::kLinear, "row-aligned: linear orders only");
+  constexpr bool kLookBack = kOff == RowOffsets::kLookBack;
   __shared__ CtaRows cr;
   __shared__ DirectRuns dr;  // Order::kDirectRuns: each row's runs and longest run
   const int warp = threadIdx.x / 32;
@@ -74,13 +79,15 @@ __device__ __forceinline__ void rows_stream_cta(const PrepParams& p, const UnitR
     if (warp == 0) lookback_finish_warp(lb, static_cast<std::int32_t>(gridDim.x));  // the other warps go on
   } else {
     __syncwarp();
+    if constexpr (kOff == RowOffsets::kAligned)
+      write_aligned_row_offsets(p, ur, cr, tile, kRowsPerCta, tile_offsets, tile_ends);
   }
   if constexpr (kOrder == Order::kRuns) {
     emit_cta_rows_run_major<kLookBack, kMember>(p, ur, cs, cr, tables, kv_tile, member, gather);
   } else if constexpr (kOrder == Order::kDirectRuns) {
     emit_cta_direct_runs<kLookBack>(p, cs, cr, tables, dr, kv_tile, member);
   } else {
-    emit_cta_rows<kLookBack, kMember>(p, ur, cs, cr, desc, kv_tile, member, gather);
+    emit_cta_rows<kOff, kMember>(p, ur, cs, cr, desc, kv_tile, member, gather);
   }
 }
 
@@ -89,12 +96,14 @@ __device__ __forceinline__ void rows_stream_cta(const PrepParams& p, const UnitR
 // other half of the shared memory holds the rows' run tables (launch_prep_run_major.cuh); with columns from global
 // memory the run tables are `runs` (global scratch, mu(M)'s size). kMember == (p.membership != 0): the kernels
 // without membership (Direct, Refined KV) have no member code (member is null for them).
-template <bool kLookBack, Order kOrder, bool kMember>
+template <RowOffsets kOff, Order kOrder, bool kMember>
 __global__ void __launch_bounds__(kThreads, 3)
     rows_stream_kernel(PrepParams p, const std::int32_t* __restrict__ row_offsets,
-                       const std::int32_t* __restrict__ cols, std::int32_t* __restrict__ tile_offsets, LookBackState lb,
-                       std::int32_t* __restrict__ kv_tile, std::uint8_t* __restrict__ member,
-                       std::int32_t* __restrict__ gather, std::int32_t* __restrict__ runs, int desc) {
+                       const std::int32_t* __restrict__ cols, std::int32_t* __restrict__ tile_offsets,
+                       std::int32_t* __restrict__ tile_ends, LookBackState lb, std::int32_t* __restrict__ kv_tile,
+                       std::uint8_t* __restrict__ member, std::int32_t* __restrict__ gather,
+                       std::int32_t* __restrict__ runs, int desc) {
+  constexpr bool kLookBack = kOff == RowOffsets::kLookBack;
   constexpr bool kRunMajor = kOrder != Order::kLinear;
   constexpr std::int32_t kCapacity = kRunMajor ? kStageCols / 2 : kStageCols;
   __shared__ alignas(16) std::int32_t stage[kCapacity];
@@ -107,53 +116,69 @@ __global__ void __launch_bounds__(kThreads, 3)
   std::int32_t first = 0;
   if (stage_columns<kCapacity>(cols, __ldg(row_offsets + cta_r0),
                                __ldg(row_offsets + min(cta_r0 + kRowsPerCta, rows)), stage, first)) {
-    rows_stream_cta<kLookBack, kOrder, kMember>(p, ur, tile, row_offsets, SharedColumns{stage, first},
-                                                RunTables{run_tables, first}, tile_offsets, lb, kv_tile, member,
-                                                gather, desc);
+    rows_stream_cta<kOff, kOrder, kMember>(p, ur, tile, row_offsets, SharedColumns{stage, first},
+                                           RunTables{run_tables, first}, tile_offsets, tile_ends, lb, kv_tile,
+                                           member, gather, desc);
   } else {
-    rows_stream_cta<kLookBack, kOrder, kMember>(p, ur, tile, row_offsets, GlobalColumns{cols}, RunTables{runs, 0},
-                                                tile_offsets, lb, kv_tile, member, gather, desc);
+    rows_stream_cta<kOff, kOrder, kMember>(p, ur, tile, row_offsets, GlobalColumns{cols}, RunTables{runs, 0},
+                                           tile_offsets, tile_ends, lb, kv_tile, member, gather, desc);
   }
 }
 
 template <Order kOrder>
 void launch_rows_stream(const PrepParams& p, unsigned ctas, const std::int32_t* row_offsets, const std::int32_t* cols,
-                        std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                        std::uint8_t* member, std::int32_t* gather, std::int32_t* runs, int desc,
-                        cudaStream_t stream) {
+                        std::int32_t* tile_offsets, std::int32_t* tile_ends, std::uint64_t* lookback,
+                        std::int32_t* kv_tile, std::uint8_t* member, std::int32_t* gather, std::int32_t* runs,
+                        int desc, cudaStream_t stream) {
+  constexpr RowOffsets kLb = RowOffsets::kLookBack;
   if (tile_offsets_are_mask_offsets(p)) {  // Direct KV: no membership (c_q == c_kv == 1, not packed)
-    rows_stream_kernel<false, kOrder, false><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, nullptr,
-                                                                            LookBackState{}, kv_tile, nullptr,
-                                                                            gather, runs, desc);
-  } else if (p.membership) {  // Coarsened or packed KV
-    rows_stream_kernel<true, kOrder, true><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, tile_offsets,
-                                                                          detail::lookback_state(lookback),
-                                                                          kv_tile, member, gather, runs, desc);
-  } else {  // Direct KV with look-back (Refined Q), Refined KV
-    rows_stream_kernel<true, kOrder, false><<<ctas, kThreads, 0, stream>>>(p, row_offsets, cols, tile_offsets,
-                                                                           detail::lookback_state(lookback),
-                                                                           kv_tile, nullptr, gather, runs, desc);
+    rows_stream_kernel<RowOffsets::kMask, kOrder, false><<<ctas, kThreads, 0, stream>>>(
+        p, row_offsets, cols, nullptr, nullptr, LookBackState{}, kv_tile, nullptr, gather, runs, desc);
+    return;
+  }
+  if constexpr (kOrder == Order::kLinear) {
+    if (tile_ends != nullptr) {  // row-aligned: no look-back
+      constexpr RowOffsets kAl = RowOffsets::kAligned;
+      if (p.membership) {
+        rows_stream_kernel<kAl, kOrder, true><<<ctas, kThreads, 0, stream>>>(
+            p, row_offsets, cols, tile_offsets, tile_ends, LookBackState{}, kv_tile, member, gather, runs, desc);
+      } else {
+        rows_stream_kernel<kAl, kOrder, false><<<ctas, kThreads, 0, stream>>>(
+            p, row_offsets, cols, tile_offsets, tile_ends, LookBackState{}, kv_tile, nullptr, gather, runs, desc);
+      }
+      return;
+    }
+  }
+  if (p.membership) {  // Coarsened or packed KV
+    rows_stream_kernel<kLb, kOrder, true><<<ctas, kThreads, 0, stream>>>(
+        p, row_offsets, cols, tile_offsets, nullptr, detail::lookback_state(lookback), kv_tile, member, gather, runs,
+        desc);
+  } else {  // Refined KV
+    rows_stream_kernel<kLb, kOrder, false><<<ctas, kThreads, 0, stream>>>(
+        p, row_offsets, cols, tile_offsets, nullptr, detail::lookback_state(lookback), kv_tile, nullptr, gather,
+        runs, desc);
   }
 }
 
 }  // namespace
 
 bool build_tile_rows_stream(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
-                            std::int32_t* tile_offsets, std::uint64_t* lookback, std::int32_t* kv_tile,
-                            std::uint8_t* member, std::int32_t* gather, std::int32_t* runs, cudaStream_t stream) {
+                            std::int32_t* tile_offsets, std::int32_t* tile_ends, std::uint64_t* lookback,
+                            std::int32_t* kv_tile, std::uint8_t* member, std::int32_t* gather, std::int32_t* runs,
+                            cudaStream_t stream) {
   const std::int64_t rows = p.tile_rows();
   if (rows == 0 || p.c_q != 1) return false;
   const auto ctas = static_cast<unsigned>((rows + kRowsPerCta - 1) / kRowsPerCta);  // <= the single-pass builder's
   const int desc = p.traversal == 1 ? 1 : 0;
   if (p.traversal == 2 && direct_run_major(p)) {
-    launch_rows_stream<Order::kDirectRuns>(p, ctas, row_offsets, cols, tile_offsets, lookback, kv_tile, member,
-                                           gather, runs, desc, stream);
-  } else if (p.traversal == 2) {
-    launch_rows_stream<Order::kRuns>(p, ctas, row_offsets, cols, tile_offsets, lookback, kv_tile, member, gather,
-                                     runs, desc, stream);
+    launch_rows_stream<Order::kDirectRuns>(p, ctas, row_offsets, cols, tile_offsets, nullptr, lookback, kv_tile,
+                                           member, gather, runs, desc, stream);
+  } else if (p.traversal == 2) {  // compact: the run-major emission needs the look-back
+    launch_rows_stream<Order::kRuns>(p, ctas, row_offsets, cols, tile_offsets, nullptr, lookback, kv_tile, member,
+                                     gather, runs, desc, stream);
   } else {
-    launch_rows_stream<Order::kLinear>(p, ctas, row_offsets, cols, tile_offsets, lookback, kv_tile, member, gather,
-                                       runs, desc, stream);
+    launch_rows_stream<Order::kLinear>(p, ctas, row_offsets, cols, tile_offsets, tile_ends, lookback, kv_tile,
+                                       member, gather, runs, desc, stream);
   }
   TESSERA_CUDA_CHECK_LAUNCH();
   return true;

@@ -19,6 +19,11 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kRowsPerWarp = 2;
 constexpr int kRowsPerCta = kWarps * kRowsPerWarp;  // 32: one per lane of the look-back warp
 static_assert(kRowsPerCta == 32);
+// Where a builder puts each tile row's entries (TileMetadataView): at mu(M)'s own offsets (kMask: Direct KV, nothing
+// written), row-aligned (kAligned: at r_kv times mu(M)'s offset, the row's end written to tile_ends; no look-back),
+// or compact (kLookBack: the offsets come from a decoupled look-back over the CTAs and are written).
+enum class RowOffsets { kMask, kAligned, kLookBack };
+
 // Columns of a CTA's rows staged in shared memory (32 KB per buffer); a CTA whose rows hold more (above 25 % density
 // at 1,024 blocks per row) reads them from global memory instead.
 constexpr std::int32_t kStageCols = 8192;
@@ -343,17 +348,46 @@ __device__ __forceinline__ void write_cta_row_offsets(CtaRows& cr, const PrepPar
   if (row == rows - 1) tile_offsets[rows] = before + excl + v;
 }
 
-// Warps 0 .. kWarps-1: each writes its rows' entries (kLookBack: at cr.first; else at mu(M)'s offsets, Direct KV);
-// kMember == (p.membership != 0).
-template <bool kLookBack, bool kMember, class Columns>
+// The row's first entry: kLookBack at cr.first; kAligned at r_kv times mu(M)'s offset; kMask at mu(M)'s offset.
+template <RowOffsets kOff>
+__device__ __forceinline__ std::int64_t row_first_entry(const UnitRules& ur, const CtaRows& cr, int r) {
+  if constexpr (kOff == RowOffsets::kLookBack) return cr.first[r];
+  if constexpr (kOff == RowOffsets::kAligned) return static_cast<std::int64_t>(cr.b[r]) * ur.r_kv;
+  return cr.b[r];
+}
+
+// Row-aligned layout, the calling warp's rows of ticket `tile` (rows_per_ticket rows; after count_cta_rows and a
+// __syncwarp): lane 0 writes each row's first entry and end, and the grid's last row also the extent
+// tile_offsets[rows] = r_kv * (its columns' end = mu(M)'s nnz).
+__device__ __forceinline__ void write_aligned_row_offsets(const PrepParams& p, const UnitRules& ur, const CtaRows& cr,
+                                                          std::int32_t tile, std::int32_t rows_per_ticket,
+                                                          std::int32_t* __restrict__ tile_offsets,
+                                                          std::int32_t* __restrict__ tile_ends) {
+  const int warp = threadIdx.x / 32;
+  if (threadIdx.x % 32 != 0) return;
+  const std::int32_t rows = static_cast<std::int32_t>(p.tile_rows());
+  for (int k = 0; k < kRowsPerWarp; ++k) {
+    const int r = warp * kRowsPerWarp + k;
+    const std::int32_t row = tile * rows_per_ticket + r;
+    if (row >= rows) break;
+    const std::int32_t first = cr.b[r] * ur.r_kv;
+    tile_offsets[row] = first;
+    tile_ends[row] = first + cr.entries[r];
+    if (row == rows - 1) tile_offsets[rows] = cr.e[r] * ur.r_kv;
+  }
+}
+
+// Warps 0 .. kWarps-1: each writes its rows' entries at row_first_entry<kOff>; kMember == (p.membership != 0).
+template <RowOffsets kOff, bool kMember, class Columns>
 __device__ __forceinline__ void emit_cta_rows(const PrepParams& p, const UnitRules& ur, Columns cs, const CtaRows& cr,
                                               int desc, std::int32_t* __restrict__ kv_tile,
                                               std::uint8_t* __restrict__ member, std::int32_t* __restrict__ gather) {
   for_warp_rows(cr, [&](int r, std::int32_t n) {
-    const std::int64_t o = kLookBack ? cr.first[r] : cr.b[r];  // Direct KV: mu(M)'s offsets
+    const std::int64_t o = row_first_entry<kOff>(ur, cr, r);
     const LinearOrder order{desc ? n - 1 : 0, desc ? -1 : 1};
-    emit_row<kMember, kLookBack && !kMember>(p, ur, cs, cr.b[r], cr.e[r], cr.units[r], o, order, kv_tile, member,
-                                             gather);
+    // Refined KV is possible where the offsets are not mu(M)'s (Direct KV) and there is no membership.
+    emit_row<kMember, kOff != RowOffsets::kMask && !kMember>(p, ur, cs, cr.b[r], cr.e[r], cr.units[r], o, order,
+                                                             kv_tile, member, gather);
   });
 }
 

@@ -144,10 +144,10 @@ __device__ __forceinline__ void workers_after(const PrepParams& p, const UnitRul
                                               std::int32_t* __restrict__ gather, int desc) {
   const CtaRows& cr = sh.rows[(k + 1) & 1];
   if (prev_first >= 0) {
-    emit_cta_rows<true, kMember>(p, ur, SharedColumns{stage + ((k + 1) & 1) * kStageCols, prev_first}, cr, desc,
+    emit_cta_rows<RowOffsets::kLookBack, kMember>(p, ur, SharedColumns{stage + ((k + 1) & 1) * kStageCols, prev_first}, cr, desc,
                                  kv_tile, member, gather);
   } else {
-    emit_cta_rows<true, kMember>(p, ur, GlobalColumns{cols}, cr, desc, kv_tile, member, gather);
+    emit_cta_rows<RowOffsets::kLookBack, kMember>(p, ur, GlobalColumns{cols}, cr, desc, kv_tile, member, gather);
   }
 }
 

@@ -26,6 +26,7 @@
 #include "cuda/launch_prep_kernels.cuh"
 #include "cuda/launch_prep_warp.cuh"
 #include "cuda/member_word.cuh"
+#include "tessera/error.hpp"
 
 namespace tessera::prep {
 
@@ -285,8 +286,15 @@ unsigned row_blocks(std::int64_t rows) { return static_cast<unsigned>((rows + kW
 
 }  // namespace
 
+bool row_aligned_gpu(const PrepParams& p, bool persistent_stream) {
+  return !tile_offsets_are_mask_offsets(p) && p.traversal != 2 && !(persistent_stream && p.c_q == 1) &&
+         tile_rows_single_pass_fits(p);
+}
+
 void build_tile_rows_gpu(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                          TileRowBuffers& b, cudaStream_t stream, bool persistent_stream) {
+  if (b.tile_ends != nullptr && !row_aligned_gpu(p, persistent_stream))
+    throw Error(ErrorCode::kInternal, "metadata.tile_row_ends", "row-aligned layout requested for a plan without it");
   const std::int64_t rows = p.tile_rows();
   const bool mask_offsets = tile_offsets_are_mask_offsets(p);
   // Direct KV: tile rows are the logical rows, entries are the columns, offsets are mu(M)'s.
@@ -301,14 +309,14 @@ void build_tile_rows_gpu(const PrepParams& p, const std::int32_t* row_offsets, c
     return;
   }
   auto* member_out8 = static_cast<std::uint8_t*>(member_out);  // the streaming builders (c_q == 1): 1-byte words
-  const bool persistent_done = persistent_stream &&
+  const bool persistent_done = persistent_stream && b.tile_ends == nullptr &&
                                launch_tile_rows_stream_persistent(p, row_offsets, cols, b.tile_offsets, b.lookback,
                                                                   kv_out, member_out8, gather_out, stream);
   if (!persistent_done &&
-      !build_tile_rows_stream(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out8, gather_out, b.runs,
-                              stream) &&
-      !build_tile_rows_single_pass(p, row_offsets, cols, b.tile_offsets, b.lookback, kv_out, member_out, gather_out,
-                                   stream)) {
+      !build_tile_rows_stream(p, row_offsets, cols, b.tile_offsets, b.tile_ends, b.lookback, kv_out, member_out8,
+                              gather_out, b.runs, stream) &&
+      !build_tile_rows_single_pass(p, row_offsets, cols, b.tile_offsets, b.tile_ends, b.lookback, kv_out,
+                                   member_out, gather_out, stream)) {
     if (!mask_offsets) {
       tile_rows_kernel<false, std::uint64_t><<<row_blocks(rows + 1), kThreads, 0, stream>>>(
           p, row_offsets, cols, b.tile_offsets, nullptr, nullptr, nullptr, 0);

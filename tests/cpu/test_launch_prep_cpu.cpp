@@ -191,7 +191,7 @@ TEST(LaunchPrepCpu, ImplicitUnsplitItemsEqualTheBuiltItems) {
         const QueryTileGeometry geo = md.params.query_geometry();
         ASSERT_EQ(static_cast<std::int64_t>(md.items.size()), md.params.q_tiles());
         for (std::size_t i = 0; i < md.items.size(); ++i) {
-          const WorkItem a = unsplit_item(geo, md.tile_row_offsets.data(), static_cast<std::int64_t>(i));
+          const WorkItem a = unsplit_item(geo, md.tile_row_offsets.data(), nullptr, static_cast<std::int64_t>(i));
           const WorkItem& b = md.items[i];
           ASSERT_TRUE(a.batch == b.batch && a.head == b.head && a.q_start == b.q_start && a.q_len == b.q_len &&
                       a.entry_begin == b.entry_begin && a.entry_end == b.entry_end && a.tile_row == b.tile_row &&

@@ -9,7 +9,9 @@
 
 #include "core/launch_prep.hpp"
 #include "cuda/check.cuh"
+#include "core/row_builder_choice.hpp"
 #include "cuda/launch_prep_gpu.hpp"
+#include "cuda/launch_prep_kernels.cuh"
 #include "gpu_test_util.hpp"
 #include "plan_test_util.hpp"
 #include "tessera/geometry.hpp"
@@ -96,6 +98,26 @@ prep::RowBuilder builder(int i) {
   return std::array{prep::RowBuilder::kStreaming, prep::RowBuilder::kPersistent, prep::RowBuilder::kAuto}[i % 3];
 }
 
+// The layout check of a GPU result `dev` for mu(M) `ms` (tile-row builder `rb`): "" when right. kAuto must write the
+// row-aligned layout exactly where the plan allows it (prep::prefer_row_aligned and the builder), the other builders
+// the compact one; a row-aligned result's raw offsets must be the positions spread_row_aligned gives (row t at
+// r_kv times mu(M)'s offset of its first logical row), its ends inside their spans (download checks that too).
+std::string layout_problem(const DeviceTileMetadata& dev, const HostMaskState& ms, const HostTileMetadata& cpu,
+                           prep::RowBuilder rb) {
+  const prep::PrepParams& p = dev.params;
+  const bool expect = rb == prep::RowBuilder::kAuto && prep::prefer_row_aligned(p) && prep::row_aligned_gpu(p, false);
+  if (dev.row_aligned != expect) return std::string("row_aligned ") + (dev.row_aligned ? "set" : "not set");
+  if (!dev.row_aligned) return dev.view().tile_row_ends == nullptr ? "" : "tile_row_ends set for a compact layout";
+  if (dev.view().tile_row_ends == nullptr) return "tile_row_ends null";
+  std::vector<std::int32_t> raw(static_cast<std::size_t>(p.tile_rows() + 1));
+  TESSERA_CUDA_CHECK(cudaMemcpy(raw.data(), dev.row_offsets_ptr, raw.size() * 4, cudaMemcpyDeviceToHost));
+  HostTileMetadata spread = cpu;
+  spread_row_aligned(spread, ms.row_offsets, 0);
+  if (raw != spread.tile_row_offsets) return "row-aligned offsets differ from the spread positions";
+  if (dev.n_entries != spread.tile_row_offsets.back()) return "n_entries is not the row-aligned extent";
+  return "";
+}
+
 // Prepares `plan` for mask `dm` on the CPU and on the GPU (into `dev`, with tile-row builder `rb`); the first
 // difference, "" when identical (and "lookback state" when the GPU left its look-back state nonzero).
 std::string gpu_vs_cpu(const Plan& plan, const plan_testing::DenseBlockMask& dm, const PrepProblem& pr,
@@ -107,6 +129,8 @@ std::string gpu_vs_cpu(const Plan& plan, const plan_testing::DenseBlockMask& dm,
   prepare_plan_gpu(plan, dms, pr, nullptr, dev);
   const std::string diff = first_difference(download_tile_metadata(dev, nullptr), cpu);
   if (!diff.empty()) return diff;
+  const std::string layout = layout_problem(dev, ms, cpu, rb);
+  if (!layout.empty()) return layout;
   return lookback_state_is_zero(dev) ? "" : "lookback state";
 }
 
@@ -115,7 +139,7 @@ TEST(LaunchPrepGpu, MatchesCpuTwinsBitForBitOnRandomMasks) {
   std::mt19937_64 g(0x7e55e7a);
   DeviceTileMetadata reused;
   const double densities[] = {0.0, 0.02, 0.1, 0.3, 0.6, 1.0};
-  int checked = 0;
+  int checked = 0, aligned = 0;
   for (int iter = 0; iter < 1200; ++iter) {
     const Plan plan = random_plan(g);
     const PrepProblem pr = random_problem(g, 1, 700, 900);
@@ -140,11 +164,14 @@ TEST(LaunchPrepGpu, MatchesCpuTwinsBitForBitOnRandomMasks) {
     ASSERT_EQ(dev.view().items == nullptr, implicit && unsplit);
     const HostTileMetadata gpu = download_tile_metadata(dev, nullptr);
     ASSERT_EQ(first_difference(gpu, cpu), "");
+    ASSERT_EQ(layout_problem(dev, ms, cpu, dev.row_builder), "");
+    aligned += dev.row_aligned ? 1 : 0;
     ASSERT_EQ(dev.view().n_items, static_cast<std::int32_t>(cpu.items.size()));
     ASSERT_TRUE(lookback_state_is_zero(dev));
     ++checked;
   }
   EXPECT_GE(checked, 1000);
+  EXPECT_GE(aligned, 150);  // every third request is kAuto, most of those with offsets of their own
 }
 
 // Long kv rows: several 1,024-block windows of the GPU tile-row builder, windows skipped by sparse rows, full
@@ -345,6 +372,7 @@ TEST(LaunchPrepGpu, DirectKvRunMajorMatchesCpuTwinsBitForBit) {
     }
     SCOPED_TRACE("iter " + std::to_string(iter) + " plan " + plan_id(plan));
     ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, prep::RowBuilder::kStreaming), "");
+    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, prep::RowBuilder::kAuto), "");
   }
 }
 
@@ -414,6 +442,7 @@ TEST(LaunchPrepGpu, PersistentRowBuilderMatchesCpuTwinsBitForBit) {
     SCOPED_TRACE("iter " + std::to_string(iter) + " plan " + plan_id(plan));
     ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, prep::RowBuilder::kPersistent), "");
     ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, prep::RowBuilder::kStreaming), "");
+    ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, prep::RowBuilder::kAuto), "");
   }
 }
 
@@ -446,10 +475,11 @@ TEST(LaunchPrepGpu, EveryMembershipWidthOnEveryBuilderMatchesCpuTwins) {
           pr.head_dim = 64;
           const auto dm = plan_testing::random_mask(1, 2, num_blocks(pr.n_q, 16), num_blocks(pr.n_kv, 16),
                                                     long_rows ? 0.003 : 0.2, g());
-          for (const prep::RowBuilder rb : {prep::RowBuilder::kStreaming, prep::RowBuilder::kPersistent}) {
+          for (const prep::RowBuilder rb :
+               {prep::RowBuilder::kStreaming, prep::RowBuilder::kPersistent, prep::RowBuilder::kAuto}) {
             if (c_q > 1 && rb == prep::RowBuilder::kPersistent) continue;  // c_q = 1 only
-            SCOPED_TRACE("iter " + std::to_string(iter) + " plan " + plan_id(plan) +
-                         (rb == prep::RowBuilder::kPersistent ? " persistent" : ""));
+            SCOPED_TRACE("iter " + std::to_string(iter) + " plan " + plan_id(plan) + " builder " +
+                         std::to_string(static_cast<int>(rb)));
             ASSERT_EQ(gpu_vs_cpu(plan, dm, pr, reused, rb), "");
           }
           ++iter;
