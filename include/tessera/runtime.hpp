@@ -67,10 +67,12 @@ struct DispatchInfo {
 class Runtime {
  public:
   /// Binds to the current CUDA device and loads its plan table (embedded, or RuntimeOptions::plan_table_path).
-  /// A missing, corrupt or version-mismatched table, or one profiled for another arch than this GPU's, is not an
-  /// error: the runtime then uses the documented default plans and table_status() says why (e.g. "table from
-  /// t.json rejected, documented default plans used: table for sm80, this GPU is sm90a"). Throws Error(kUnsupported) when no CUDA device is visible or its
-  /// architecture is not one Tessera builds for, Error(kIoError) when plan_table_path cannot be read.
+  /// A corrupt or version-mismatched table, one profiled for another arch than this GPU's, or no table embedded for
+  /// this GPU is not an error: the runtime then uses the documented default plans and table_status() says why (e.g.
+  /// "table from t.json rejected, documented default plans used: table for sm80, this GPU is sm90a"). Throws
+  /// Error(kUnsupported) when no CUDA device is visible or its architecture is not one Tessera builds for, and
+  /// Error(kIoError, "plan_table_path") when plan_table_path cannot be read as a file (missing, unreadable, or a
+  /// directory).
   explicit Runtime(const RuntimeOptions& options = {});
   ~Runtime();
   Runtime(Runtime&&) noexcept;

@@ -58,7 +58,8 @@ __device__ __forceinline__ void rows_stream_cta(const PrepParams& p, const UnitR
   __shared__ DirectRuns dr;  // Order::kDirectRuns: each row's runs and longest run
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  count_cta_rows(p, ur, tile, kRowsPerCta, row_offsets, cs, cr);
+  const bool deferred = kOff == RowOffsets::kAligned && defer_count(kOff, ur, desc);
+  count_cta_rows(p, ur, tile, kRowsPerCta, row_offsets, cs, cr, deferred);
   if constexpr (kOrder == Order::kRuns) {
     __syncwarp();
     plan_cta_runs(ur, cs, cr, tables);  // the warp's own rows: no CTA barrier needed before
@@ -79,15 +80,17 @@ __device__ __forceinline__ void rows_stream_cta(const PrepParams& p, const UnitR
     if (warp == 0) lookback_finish_warp(lb, static_cast<std::int32_t>(gridDim.x));  // the other warps go on
   } else {
     __syncwarp();
-    if constexpr (kOff == RowOffsets::kAligned)
-      write_aligned_row_offsets(p, ur, cr, tile, kRowsPerCta, tile_offsets, tile_ends);
   }
   if constexpr (kOrder == Order::kRuns) {
     emit_cta_rows_run_major<kLookBack, kMember>(p, ur, cs, cr, tables, kv_tile, member, gather);
   } else if constexpr (kOrder == Order::kDirectRuns) {
     emit_cta_direct_runs<kLookBack>(p, cs, cr, tables, dr, kv_tile, member);
   } else {
-    emit_cta_rows<kOff, kMember>(p, ur, cs, cr, desc, kv_tile, member, gather);
+    emit_cta_rows<kOff, kMember>(p, ur, cs, cr, desc, kv_tile, member, gather, deferred);
+    if constexpr (kOff == RowOffsets::kAligned) {  // the warp's rows: offsets and ends (deferred counts included)
+      __syncwarp();
+      write_aligned_row_offsets(p, ur, cr, tile, kRowsPerCta, tile_offsets, tile_ends);
+    }
   }
 }
 

@@ -212,8 +212,9 @@ __device__ __forceinline__ void emit_refined_row(const UnitRules& ur, Columns co
 // kMember: whether the plan has membership (p.membership, which the launch turns into this constant): the kernels
 // without it (Direct and Refined KV) carry no member code at all. kRefined: whether the row may be Refined KV (only
 // kernels with a look-back and without membership: Direct KV has neither r_kv > 1 nor a look-back).
+// Returns the row's units (the entry count when r_kv == 1 and not packed: what a deferred count needs).
 template <bool kMember, bool kRefined, class Columns, class Order>
-__device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& ur, Columns cols, std::int32_t b,
+__device__ __forceinline__ std::int32_t emit_row(const PrepParams& p, const UnitRules& ur, Columns cols, std::int32_t b,
                                          std::int32_t e, std::int32_t n_units, std::int64_t o, Order order,
                                          std::int32_t* __restrict__ kv_tile, std::uint8_t* __restrict__ member,
                                          std::int32_t* __restrict__ gather) {
@@ -242,7 +243,7 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
       }
       units_before += __popc(bal);
     }
-    return;
+    return units_before;
   }
   std::int32_t* __restrict__ kv_row = kv_tile + o;
   const std::int32_t c_kv = ur.c_kv;
@@ -252,7 +253,7 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
   if constexpr (kRefined && std::is_same_v<Order, LinearOrder>) {
     if (log_ckv == 0 && r_kv > 1) {  // Refined KV
       emit_refined_row(ur, cols, b, e, order, kv_row);
-      return;
+      return e - b;
     }
   }
   for (ColumnSweep<Columns> sw(cols, b, e, log_ckv); sw.more(); sw.advance()) {
@@ -264,15 +265,20 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
     [[maybe_unused]] std::uint32_t bits = 0;  // c_q == 1: membership bits 0 .. c_kv - 1
     if constexpr (kMember) {
       // OR of 1 << (col % c_kv) over the unit's columns: a segmented OR over the (at most c_kv) lanes of each unit
-      // in this chunk; a unit that continues into the next chunk reads its remaining columns there.
+      // in this chunk. Only the chunk's last unit can continue into the next chunk, by at most c_kv - 1 columns:
+      // lanes 0 .. c_kv - 2 read those columns, and one warp OR-reduction gives their bits to that unit's start
+      // lane (the unit's start lane walking them alone serialised up to 7 dependent loads per chunk at c_kv = 8).
       bits = warp_segmented_or_down(sw.valid() ? 1u << (c & kj_mask) : 0u, unit, c_kv);
-      if (start && lane + c_kv > 32) {
-        const std::int32_t i = sw.base + lane;
-        for (std::int32_t k = sw.base + 32; k < e && k < i + c_kv; ++k) {
+      if (sw.base + 32 < e) {  // warp-uniform: a next chunk exists (so lane 31's column is valid)
+        const std::int32_t last_unit = __shfl_sync(kFull, unit, 31);
+        const std::int32_t k = sw.base + 32 + lane;
+        std::uint32_t next_bits = 0;
+        if (lane < c_kv - 1 && k < e) {
           const std::int32_t ck = cols[k];
-          if ((ck >> log_ckv) != unit) break;
-          bits |= 1u << (ck & kj_mask);
+          if ((ck >> log_ckv) == last_unit) next_bits = 1u << (ck & kj_mask);
         }
+        next_bits = __reduce_or_sync(kFull, next_bits);
+        if (start && unit == last_unit) bits |= next_bits;
       }
     }
     if (start) {
@@ -288,6 +294,7 @@ __device__ __forceinline__ void emit_row(const PrepParams& p, const UnitRules& u
     }
     units_before += __popc(bal);
   }
+  return units_before;
 }
 
 // Facts of one ticket's tile rows (at most kRowsPerCta), in shared memory.
@@ -309,12 +316,23 @@ __device__ __forceinline__ void for_warp_rows(const CtaRows& cr, F&& f) {
   }
 }
 
+// Whether a row-aligned ascending span row with c_kv > 1 (Coarsened KV) defers its count to the emission: nothing
+// before the emission needs it (the row's first entry is fixed, ascending order needs no n - 1 - k, span entries
+// need no padding), so the emission's own unit count (emit_row's result) gives the end, and a ballot sweep over the
+// columns is saved. Warp-uniform. (c_kv == 1 counts from the row length at no cost.)
+__device__ __forceinline__ bool defer_count(RowOffsets off, const UnitRules& ur, int desc) {
+  return off == RowOffsets::kAligned && desc == 0 && ur.pack == 0 && ur.log_ckv > 0;
+}
+
 // Warps 0 .. rows_per_ticket / kRowsPerWarp - 1: every row's columns, units and entries (warp w: rows
-// kRowsPerWarp w ..) of ticket `tile`, which holds tile rows rows_per_ticket * tile ...
+// kRowsPerWarp w ..) of ticket `tile`, which holds tile rows rows_per_ticket * tile ... With `deferred`
+// (defer_count), units and entries are set to the row's column count, an upper bound that is 0 exactly for an empty
+// row; the emission then stores the real count in cr.entries.
 template <class Columns>
 __device__ __forceinline__ void count_cta_rows(const PrepParams& p, const UnitRules& ur, std::int32_t tile,
                                                std::int32_t rows_per_ticket,
-                                               const std::int32_t* __restrict__ row_offsets, Columns cs, CtaRows& cr) {
+                                               const std::int32_t* __restrict__ row_offsets, Columns cs, CtaRows& cr,
+                                               bool deferred = false) {
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const std::int32_t rows = static_cast<std::int32_t>(p.tile_rows());
@@ -327,7 +345,13 @@ __device__ __forceinline__ void count_cta_rows(const PrepParams& p, const UnitRu
     const std::int32_t row = r0 + k;
     const std::int32_t b = __shfl_sync(kFull, off, k), e = __shfl_sync(kFull, off, k + 1);
     std::int32_t units = 0, n = 0;
-    if (row < rows) n = row_entry_count(ur, cs, b, e, units);  // warp-uniform; c_q == 1: logical row `row`
+    if (row < rows) {  // warp-uniform; c_q == 1: logical row `row`
+      if (deferred) {
+        units = n = e - b;
+      } else {
+        n = row_entry_count(ur, cs, b, e, units);
+      }
+    }
     if (lane == 0) cr.b[r] = b, cr.e[r] = e, cr.units[r] = units, cr.entries[r] = n;
   }
 }
@@ -356,9 +380,9 @@ __device__ __forceinline__ std::int64_t row_first_entry(const UnitRules& ur, con
   return cr.b[r];
 }
 
-// Row-aligned layout, the calling warp's rows of ticket `tile` (rows_per_ticket rows; after count_cta_rows and a
-// __syncwarp): lane 0 writes each row's first entry and end, and the grid's last row also the extent
-// tile_offsets[rows] = r_kv * (its columns' end = mu(M)'s nnz).
+// Row-aligned layout, the calling warp's rows of ticket `tile` (rows_per_ticket rows; after the emission, whose
+// deferred counts are then in cr.entries, and a __syncwarp): lane 0 writes each row's first entry and end, and the
+// grid's last row also the extent tile_offsets[rows] = r_kv * (its columns' end = mu(M)'s nnz).
 __device__ __forceinline__ void write_aligned_row_offsets(const PrepParams& p, const UnitRules& ur, const CtaRows& cr,
                                                           std::int32_t tile, std::int32_t rows_per_ticket,
                                                           std::int32_t* __restrict__ tile_offsets,
@@ -378,16 +402,19 @@ __device__ __forceinline__ void write_aligned_row_offsets(const PrepParams& p, c
 }
 
 // Warps 0 .. kWarps-1: each writes its rows' entries at row_first_entry<kOff>; kMember == (p.membership != 0).
+// With `deferred` (defer_count) lane 0 stores each row's emitted entry count in cr.entries.
 template <RowOffsets kOff, bool kMember, class Columns>
-__device__ __forceinline__ void emit_cta_rows(const PrepParams& p, const UnitRules& ur, Columns cs, const CtaRows& cr,
+__device__ __forceinline__ void emit_cta_rows(const PrepParams& p, const UnitRules& ur, Columns cs, CtaRows& cr,
                                               int desc, std::int32_t* __restrict__ kv_tile,
-                                              std::uint8_t* __restrict__ member, std::int32_t* __restrict__ gather) {
+                                              std::uint8_t* __restrict__ member, std::int32_t* __restrict__ gather,
+                                              bool deferred = false) {
   for_warp_rows(cr, [&](int r, std::int32_t n) {
     const std::int64_t o = row_first_entry<kOff>(ur, cr, r);
     const LinearOrder order{desc ? n - 1 : 0, desc ? -1 : 1};
     // Refined KV is possible where the offsets are not mu(M)'s (Direct KV) and there is no membership.
-    emit_row<kMember, kOff != RowOffsets::kMask && !kMember>(p, ur, cs, cr.b[r], cr.e[r], cr.units[r], o, order,
-                                                             kv_tile, member, gather);
+    const std::int32_t units = emit_row<kMember, kOff != RowOffsets::kMask && !kMember>(
+        p, ur, cs, cr.b[r], cr.e[r], cr.units[r], o, order, kv_tile, member, gather);
+    if (deferred && threadIdx.x % 32 == 0) cr.entries[r] = units;  // span, r_kv == 1: one entry per unit
   });
 }
 

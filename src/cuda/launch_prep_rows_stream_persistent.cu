@@ -138,11 +138,11 @@ __device__ __forceinline__ std::int32_t workers_before(const PrepParams& p, cons
 // global memory when prev_first < 0). kMember == (p.membership != 0).
 template <bool kMember>
 __device__ __forceinline__ void workers_after(const PrepParams& p, const UnitRules& ur,
-                                              const std::int32_t* __restrict__ cols, const PersistentShared& sh,
+                                              const std::int32_t* __restrict__ cols, PersistentShared& sh,
                                               const std::int32_t* stage, int k, std::int32_t prev_first,
                                               std::int32_t* __restrict__ kv_tile, std::uint8_t* __restrict__ member,
                                               std::int32_t* __restrict__ gather, int desc) {
-  const CtaRows& cr = sh.rows[(k + 1) & 1];
+  CtaRows& cr = sh.rows[(k + 1) & 1];
   if (prev_first >= 0) {
     emit_cta_rows<RowOffsets::kLookBack, kMember>(p, ur, SharedColumns{stage + ((k + 1) & 1) * kStageCols, prev_first}, cr, desc,
                                  kv_tile, member, gather);

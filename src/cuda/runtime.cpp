@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -146,10 +147,14 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   }
   std::string text, origin;
   if (!options.plan_table_path.empty()) {
+    std::error_code ec;  // a directory opens as an ifstream on Linux and reads as nothing: say what it is
+    if (std::filesystem::is_directory(options.plan_table_path, ec))
+      throw Error(ErrorCode::kIoError, "plan_table_path", "'" + options.plan_table_path + "' is a directory");
     std::ifstream in(options.plan_table_path);
     if (!in) throw Error(ErrorCode::kIoError, "plan_table_path", "cannot read '" + options.plan_table_path + "'");
     std::stringstream ss;
     ss << in.rdbuf();
+    if (in.bad()) throw Error(ErrorCode::kIoError, "plan_table_path", "error reading '" + options.plan_table_path + "'");
     text = ss.str();
     origin = "table from " + options.plan_table_path;
   } else {

@@ -233,9 +233,17 @@ TEST(Runtime, CorruptOrMissingPlanTables) {
   EXPECT_EQ(rt.last_dispatch().source, "default");
   testing::device_sync();
   EXPECT_LE(error_vs_reference(c), 1e-2);
-  EXPECT_THROW(Runtime(RuntimeOptions{.plan_table_path = "/nonexistent/table.json", .use_plan_table = true,
-                                      .max_workspace_bytes = -1}),
-               Error);
+  // A path that cannot be read as a file (missing, or a directory) is an I/O error naming the option, not a
+  // "corrupt table" that falls back to the default plans.
+  for (const std::string& unreadable : {std::string("/nonexistent/table.json"), ::testing::TempDir()}) {
+    try {
+      Runtime bad(RuntimeOptions{.plan_table_path = unreadable, .use_plan_table = true, .max_workspace_bytes = -1});
+      ADD_FAILURE() << "no error for plan_table_path " << unreadable << ": " << bad.table_status();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kIoError) << unreadable << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find("plan_table_path"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
