@@ -113,10 +113,7 @@ __global__ void __launch_bounds__(kThreads)
   std::uint64_t in_cta = 0, cta_total = 0;
   BlockScan(scan_storage).ExclusiveSum(value, in_cta, cta_total);
   if (threadIdx.x < 32) {
-    // 256 predecessors per look-back step: the CTAs start together and most statuses are still aggregates, so a
-    // walk of 32 per step took up to 12 dependent rounds of L2 loads for 370 CTAs (items 10.5 us, bench/NOTES.md).
-    detail::lookback_publish(lb, tile, cta_total);
-    const std::uint64_t before = detail::lookback_resolve<8>(lb, tile, cta_total);
+    const std::uint64_t before = detail::lookback_exclusive(lb, tile, cta_total);
     if (threadIdx.x == 0) cta_before = before;
   }
   __syncthreads();
