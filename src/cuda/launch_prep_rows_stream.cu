@@ -28,6 +28,7 @@
 #include "cuda/launch_prep_rows_stream.cuh"
 #include "cuda/launch_prep_run_major.cuh"
 #include "cuda/launch_prep_run_major_direct.cuh"
+#include "tessera/error.hpp"
 
 namespace tessera::prep {
 
@@ -128,16 +129,21 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
 }
 
+// Only the offsets each order meets are instantiated: Direct-KV run-major (kDirectRuns) has mu(M)'s offsets
+// (direct_run_major(p) == tile_offsets_are_mask_offsets(p) when c_q == 1), other run-major rows (kRuns) the look-back;
+// linear orders any of the three.
 template <Order kOrder>
 void launch_rows_stream(const PrepParams& p, unsigned ctas, const std::int32_t* row_offsets, const std::int32_t* cols,
                         std::int32_t* tile_offsets, std::int32_t* tile_ends, std::uint64_t* lookback,
                         std::int32_t* kv_tile, std::uint8_t* member, std::int32_t* gather, std::int32_t* runs,
                         int desc, cudaStream_t stream) {
   constexpr RowOffsets kLb = RowOffsets::kLookBack;
-  if (tile_offsets_are_mask_offsets(p)) {  // Direct KV: no membership (c_q == c_kv == 1, not packed)
-    rows_stream_kernel<RowOffsets::kMask, kOrder, false><<<ctas, kThreads, 0, stream>>>(
-        p, row_offsets, cols, nullptr, nullptr, LookBackState{}, kv_tile, nullptr, gather, runs, desc);
-    return;
+  if constexpr (kOrder != Order::kRuns) {
+    if (tile_offsets_are_mask_offsets(p)) {  // Direct KV: no membership (c_q == c_kv == 1, not packed)
+      rows_stream_kernel<RowOffsets::kMask, kOrder, false><<<ctas, kThreads, 0, stream>>>(
+          p, row_offsets, cols, nullptr, nullptr, LookBackState{}, kv_tile, nullptr, gather, runs, desc);
+      return;
+    }
   }
   if constexpr (kOrder == Order::kLinear) {
     if (tile_ends != nullptr) {  // row-aligned: no look-back
@@ -152,14 +158,18 @@ void launch_rows_stream(const PrepParams& p, unsigned ctas, const std::int32_t* 
       return;
     }
   }
-  if (p.membership) {  // Coarsened or packed KV
-    rows_stream_kernel<kLb, kOrder, true><<<ctas, kThreads, 0, stream>>>(
-        p, row_offsets, cols, tile_offsets, nullptr, detail::lookback_state(lookback), kv_tile, member, gather, runs,
-        desc);
-  } else {  // Refined KV
-    rows_stream_kernel<kLb, kOrder, false><<<ctas, kThreads, 0, stream>>>(
-        p, row_offsets, cols, tile_offsets, nullptr, detail::lookback_state(lookback), kv_tile, nullptr, gather,
-        runs, desc);
+  if constexpr (kOrder == Order::kDirectRuns) {
+    throw Error(ErrorCode::kInternal, "plan", "Direct-KV run-major rows without mu(M)'s offsets");
+  } else {
+    if (p.membership) {  // Coarsened or packed KV
+      rows_stream_kernel<kLb, kOrder, true><<<ctas, kThreads, 0, stream>>>(
+          p, row_offsets, cols, tile_offsets, nullptr, detail::lookback_state(lookback), kv_tile, member, gather,
+          runs, desc);
+    } else {  // Refined KV
+      rows_stream_kernel<kLb, kOrder, false><<<ctas, kThreads, 0, stream>>>(
+          p, row_offsets, cols, tile_offsets, nullptr, detail::lookback_state(lookback), kv_tile, nullptr, gather,
+          runs, desc);
+    }
   }
 }
 
