@@ -95,7 +95,9 @@ struct DeviceRequest {
   }
 };
 
-// range(0): 0 = the selected plan, 1 = forced Direct split 1, 2 = forced Direct split 4 (work items + merge).
+// range(0): 0 = the selected plan, 1 = forced Direct split 1, 2 = forced Direct split 4 (work items + merge),
+// 3 = forced Coarsened KV c2 (T_KV = 128: a tile-row builder, row-aligned, so one preparation launch and nothing
+// copied back).
 void BM_RuntimeHostDispatch(benchmark::State& state) {
   if (!have_gpu()) return state.SkipWithError("no CUDA device");
   DeviceRequest dr;
@@ -107,6 +109,7 @@ void BM_RuntimeHostDispatch(benchmark::State& state) {
   if (state.range(0) > 0) {
     o.plan_id = rt.direct_plan(dr.req);
     if (state.range(0) == 2) o.plan_id.replace(o.plan_id.find(".split1."), 8, ".split4.");
+    if (state.range(0) == 3) o.plan_id = rt.arch() + ".mma.bf16.d128.q64d.kv64c2.g1.tasc.split1.s1.w4";
   }
   for (int w = 0; w < 3; ++w) rt.run(dr.req, s, o);  // buffers grow, kernels load
   TESSERA_CUDA_CHECK(cudaStreamSynchronize(cs));
@@ -132,7 +135,7 @@ void BM_RuntimeHostDispatch(benchmark::State& state) {
   state.SetLabel(rt.last_dispatch().plan_id);
   TESSERA_CUDA_CHECK(cudaStreamDestroy(cs));
 }
-BENCHMARK(BM_RuntimeHostDispatch)->ArgName("plan")->Arg(0)->Arg(1)->Arg(2)->UseManualTime()->Iterations(400);
+BENCHMARK(BM_RuntimeHostDispatch)->ArgName("plan")->Arg(0)->Arg(1)->Arg(2)->Arg(3)->UseManualTime()->Iterations(400);
 
 }  // namespace
 
