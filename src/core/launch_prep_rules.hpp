@@ -315,14 +315,16 @@ TESSERA_HD inline std::int32_t partitions(const PrepParams& p, std::int32_t n_e)
 TESSERA_HD inline void write_items(const PrepParams& p, const QueryTile& qt, std::int32_t begin, std::int32_t n_e,
                                    std::int32_t slot_base, WorkItem* out) {
   const std::int32_t k = partitions(p, n_e);
+  // floor(n_e j / k) = (n_e / k) j + floor((n_e % k) j / k), exactly, in 32 bits (k <= 64): no 64-bit division.
+  const std::int32_t whole = n_e / k, rest = n_e % k;
   for (std::int32_t j = 0; j < k; ++j) {
     WorkItem w;
     w.batch = qt.batch;
     w.head = qt.head;
     w.q_start = qt.q_start;
     w.q_len = qt.q_len;
-    w.entry_begin = begin + static_cast<std::int32_t>(static_cast<std::int64_t>(n_e) * j / k);
-    w.entry_end = begin + static_cast<std::int32_t>(static_cast<std::int64_t>(n_e) * (j + 1) / k);
+    w.entry_begin = begin + whole * j + rest * j / k;
+    w.entry_end = begin + whole * (j + 1) + rest * (j + 1) / k;
     w.tile_row = qt.tile_row;
     w.partial = k == 1 ? -1 : slot_base + j;
     out[j] = w;
