@@ -320,7 +320,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtasSpan)
       tile_offsets[row] = static_cast<std::int32_t>(o);
       tile_ends[row] = static_cast<std::int32_t>(o + n_row);
       if (row == rows - 1) {  // the extent: r_kv times the end of the last logical row (mu(M)'s nnz)
-        const int nq = min(kCq, static_cast<int>(p.n_qb - (row % p.rows_per_head) * kCq));
+        const std::int32_t t = row % static_cast<std::int32_t>(p.rows_per_head);  // the row inside its mask head
+        const int nq = min(kCq, static_cast<int>(p.n_qb) - t * kCq);
         tile_offsets[rows] = bounds[warp][nq] * ur.r_kv;
       }
     }
