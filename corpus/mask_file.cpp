@@ -196,6 +196,7 @@ void write_mask_file(const std::string& path, const Case& c) {
 }
 
 Case read_mask_file(const std::string& path) {
+  if (path.empty()) throw Error(ErrorCode::kIoError, "path", "the mask file path is empty");
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw Error(ErrorCode::kIoError, path, "is a directory, not a mask file");

@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include <memory>
+#include <optional>
 #include <regex>
 #include <span>
 #include <string>
@@ -72,14 +73,14 @@ void add_inspect_command(CLI::App& app) {
 
   auto* cat = cmd->add_subcommand("catalog", "Print every catalog entry (src/kernels/catalog.def)");
   auto filter = std::make_shared<std::string>(".*");
-  auto arch = std::make_shared<std::string>();
+  auto arch = std::make_shared<std::optional<std::string>>();
   cat->add_option("--filter", *filter, "Regex on the entry name (default .*)");
   cat->add_option("--arch", *arch, "Only entries that run on this architecture: family built for it and shared memory "
                                   "within its limit (sm80, sm86, sm89, sm90a, sm120)");
   cat->callback([filter, arch] {
-    if (!arch->empty() && !arch_from_name(*arch))
+    if (arch->has_value() && !arch_from_name(**arch))  // given, an empty value included
       throw Error(ErrorCode::kInvalidArgument, "--arch",
-                  fmt::format("unknown architecture '{}' (sm80, sm86, sm89, sm90a, sm120)", *arch));
+                  fmt::format("unknown architecture '{}' (sm80, sm86, sm89, sm90a, sm120)", **arch));
     std::regex re;
     try {
       re = std::regex(*filter);
@@ -92,9 +93,9 @@ void add_inspect_command(CLI::App& app) {
     for (const CatalogEntry& e : catalog()) {
       if (!std::regex_search(std::string(e.name), re)) continue;
       const std::vector<Arch> archs = entry_architectures(e);
-      if (!arch->empty()) {
+      if (arch->has_value()) {
         bool ok = false;
-        for (Arch a : archs) ok = ok || arch_name(a) == *arch;
+        for (Arch a : archs) ok = ok || arch_name(a) == **arch;
         if (!ok) continue;
       }
       fmt::print("{:<34} {:<6} {:<5} {:>4} {:>9} {:>5} {:>6} {:>8}  {:<26} {}\n", e.name, family_name(e.family),
@@ -138,10 +139,12 @@ void add_inspect_command(CLI::App& app) {
     if (e && !entry_targets(*e, p.arch)) {
       fmt::print("            needs {} B of shared memory per CTA: cannot launch on {} (limit {} B)\n", e->smem_bytes,
                  arch_name(p.arch), max_dynamic_smem_bytes(p.arch));
+      std::fflush(stdout);  // the plan above stays above the message when both go to one file
       fmt::print(stderr, "tessera inspect plan: the catalog entry cannot launch on {}\n", arch_name(p.arch));
       throw CLI::RuntimeError(1);
     }
     if (!e) {
+      std::fflush(stdout);
       fmt::print(stderr, "tessera inspect plan: no catalog entry runs this plan\n");
       throw CLI::RuntimeError(1);
     }

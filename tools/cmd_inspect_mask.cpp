@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "tessera/error.hpp"
 #include "tessera_corpus/case_stats.hpp"
 #include "tessera_corpus/mask_file.hpp"
 #include "tessera_corpus/packed_mask.hpp"
@@ -15,6 +16,7 @@ void add_inspect_mask_command(CLI::App& app) {
   cmd->add_option("file", file, "Mask file (.safetensors)")->required();
   cmd->add_flag("--per-head", per_head, "Statistics per head");
   cmd->callback([] {
+    if (file.empty()) throw Error(ErrorCode::kIoError, "file", "the mask file path is empty");
     const corpus::Case c = corpus::read_mask_file(file);
     const auto& m = c.meta;
     fmt::print("file:        {}\n", file);

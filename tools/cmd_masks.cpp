@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,13 +35,22 @@ std::vector<std::string> mask_files(const std::vector<std::string>& inputs) {
         if (e.is_regular_file() && e.path().extension() == ".safetensors") files.push_back(e.path().string());
       if (files.size() == before)
         throw Error(ErrorCode::kInvalidArgument, "inputs", fmt::format("no mask files (*.safetensors) in '{}'", in));
-    } else if (fs::is_regular_file(in)) {
+    } else if (fs::exists(in)) {  // a file, or a pipe such as <(cat f): read_mask_file says if it is not a mask file
       files.push_back(in);
     } else {
-      throw Error(ErrorCode::kInvalidArgument, "inputs", fmt::format("'{}' is neither a file nor a directory", in));
+      throw Error(ErrorCode::kInvalidArgument, "inputs", fmt::format("'{}' does not exist", in));
     }
   }
   std::sort(files.begin(), files.end());
+  // A file named twice (directly, or through two of the inputs) would be counted twice: an error, as for
+  // `run --families X X`.
+  std::set<fs::path> seen;
+  for (const auto& f : files) {
+    std::error_code ec;
+    const fs::path key = fs::weakly_canonical(f, ec);
+    if (!seen.insert(ec ? fs::path(f) : key).second)
+      throw Error(ErrorCode::kInvalidArgument, "inputs", fmt::format("'{}' is given more than once", f));
+  }
   return files;
 }
 
@@ -95,8 +105,9 @@ void add_masks_command(CLI::App& app) {
     try {
       s = corpus::write_corpus(out, opt, threads, [](const std::string& m) { fmt::print("{}\n", m); });
     } catch (const Error& e) {  // the library names its parameter: name the option
-      if (e.argument() != "out") throw;
-      throw Error(e.code(), "--out", e.message());
+      if (e.argument() == "out") throw Error(e.code(), "--out", e.message());
+      if (e.argument() == "sta_table") throw Error(e.code(), "--sta-table", e.message());
+      throw;
     }
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     fmt::print("wrote {} cases to {} in {:.1f} s\n", s.cases, out, sec);
@@ -144,7 +155,7 @@ void add_masks_command(CLI::App& app) {
   static int rpx = 512;
   rd->add_option("file", rfile, "Mask file (.safetensors)")->required();
   rd->add_option("--out", rout, "PNG path")->required();
-  rd->add_option("--head", rhead, "Head to render (default 0)")->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 31));
+  rd->add_option("--head", rhead, "Head to render (default 0)")->check(CLI::Range(std::int64_t{0}, std::int64_t{2147483647}));
   rd->add_option("--max-px", rpx, "Longer side in pixels (default 512)")->check(CLI::Range(16, 8192));
   rd->callback([] {
     check_output_dir(rout, "--out");

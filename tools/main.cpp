@@ -18,20 +18,27 @@ int main(int argc, char** argv) {
   tessera::tools::register_commands(app);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ExtrasError& e) {
-    if (const auto msg = tessera::tools::unknown_subcommand_message(app, "tessera")) {
-      std::fprintf(stderr, "%s\nRun with --help for more information.\n", msg->c_str());
-      return e.get_exit_code();
+  } catch (...) {
+    // What the command printed comes before its error message also when stdout is a pipe or file (buffered) and
+    // stderr is not: flush, then report below.
+    std::fflush(stdout);
+    try {
+      throw;
+    } catch (const CLI::ExtrasError& e) {
+      if (const auto msg = tessera::tools::unknown_subcommand_message(app, "tessera")) {
+        std::fprintf(stderr, "%s\nRun with --help for more information.\n", msg->c_str());
+        return e.get_exit_code();
+      }
+      return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+      return app.exit(e);
+    } catch (const tessera::Error& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      return 2;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tessera: error: %s\n", e.what());
+      return 1;
     }
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  } catch (const tessera::Error& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tessera: error: %s\n", e.what());
-    return 1;
   }
   return 0;
 }

@@ -80,6 +80,9 @@ inline void check_output_dir(const std::string& path, const char* option) {
   }
   const fs::path given_parent = fs::path(path).parent_path();
   const fs::path parent = given_parent.empty() ? fs::path(".") : given_parent;
+  if (fs::exists(parent, ec) && !fs::is_directory(parent, ec))
+    throw Error(ErrorCode::kIoError, option,
+                fmt::format("cannot write '{}': '{}' is not a directory", path, parent.string()));
   if (!fs::is_directory(parent, ec))
     throw Error(ErrorCode::kIoError, option,
                 fmt::format("cannot write '{}': directory '{}' does not exist", path, parent.string()));

@@ -23,10 +23,12 @@ struct AttentionRequest {
   TensorView lse;
   BlockGeometry geometry;
   BlockMask mask;
-  std::optional<float> scale;  ///< softmax scale; default 1/sqrt(D)
+  /// Softmax scale; default 1/sqrt(D). Held in float64: the CPU paths (run_cpu, the float64 reference) use it as
+  /// given, the GPU kernels and the GPU reference rounded to float32 (their arithmetic is float32).
+  std::optional<double> scale;
 
-  /// The scale actually used: `scale` if given, else 1/sqrt(head_dim).
-  float effective_scale() const noexcept;
+  /// The scale actually used: `scale` if given, else 1/sqrt(head_dim) (float64).
+  double effective_scale() const noexcept;
 };
 
 /// Sizes of a request, read from its tensors (valid after validate_request()).

@@ -22,7 +22,7 @@ AttentionRequest make_request(const Array& q, const Array& k, const Array& v, co
   if (lse) r.lse = to_view(*lse, "lse");
   r.geometry.block_q = block_q;
   r.geometry.block_kv = block_kv;
-  if (scale) r.scale = static_cast<float>(*scale);
+  if (scale) r.scale = *scale;
   switch (mask_kind) {
     case kMaskDense:
       r.mask = BlockMask::from_dense(to_view(m0, "mask.dense"));

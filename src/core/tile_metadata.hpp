@@ -5,7 +5,8 @@
 //
 // Terms. A *physical tile* covers T_Q query tokens x T_KV kv tokens. The *tile grid* of one mask head
 // (b_m, h_m) has n_qt = ceil(N_q / T_Q) tile rows. A *tile row* lists its KV tiles (entries) in a CSR:
-//   tile_row_offsets[row .. row+1) -> entries; row numbering = (b_m * H_m + h_m) * n_rows_per_head + r.
+//   tile_row_offsets[row .. row+1) -> entries (compact), or tile_row_offsets[row] .. tile_row_ends[row] when
+//   tile_row_ends is set (row-aligned; TileMetadataView); row numbering = (b_m * H_m + h_m) * n_rows_per_head + r.
 // Each entry is one KV tile, visited in list order (the traversal order is the order the builder wrote).
 //
 //  - Span KV tiles (Direct, Coarsened-span, Refined): entry e covers kv tokens

@@ -138,7 +138,7 @@ ReferenceOutput reference_attention_cpu(const AttentionRequest& request, const H
   out.o.assign(static_cast<std::size_t>(shape.batch * shape.n_q * shape.heads_q * shape.head_dim), 0.0);
   out.lse.assign(static_cast<std::size_t>(shape.batch * shape.heads_q * shape.n_q),
                  -std::numeric_limits<double>::infinity());
-  const Problem pb{&request, &mask, shape, static_cast<double>(request.effective_scale()), &out};
+  const Problem pb{&request, &mask, shape, request.effective_scale(), &out};
 
   // (b, h) items in order, split into contiguous ranges, one per thread: neighbouring query heads share a kv
   // head (GQA), so each thread converts each kv head it needs about once. Small problems run on this thread.

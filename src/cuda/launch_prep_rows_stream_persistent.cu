@@ -1,7 +1,7 @@
 // Persistent streaming tile-row builder: the alternative to launch_prep_rows_stream.cu's one-CTA-per-ticket kernel
-// for c_q == 1 plans with a look-back (Coarsened, Refined and packed KV), chosen on the host
-// (DeviceTileMetadata::row_builder; by default where prep::prefer_persistent_rows says so). Same output, same
-// per-ticket method
+// for c_q == 1 plans with compact rows and a look-back (Coarsened, Refined and packed KV), run when
+// DeviceTileMetadata::row_builder is RowBuilder::kPersistent (tests, benchmarks; since session 8 the default writes
+// such rows row-aligned, without a look-back: core/row_builder_choice.hpp). Same output, same per-ticket method
 // (launch_prep_rows_stream.cuh: 2 tile rows per worker warp, staged columns, ballot ranks); what
 // changes is who waits for the decoupled look-back. In the streaming kernel 15 warps idle at a CTA barrier while
 // warp 0 waits for its predecessors' counts (35-40 % of the warp samples on the H200). Here:

@@ -302,7 +302,7 @@ void reference_attention_gpu(const AttentionRequest& request, const DeviceMaskSt
   p.mask_heads = static_cast<int>(mask.shape.heads);
   p.row_offsets = mask.row_offsets.as<const int>();
   p.col_indices = mask.col_indices.as<const int>();
-  p.scale = request.effective_scale();
+  p.scale = static_cast<float>(request.effective_scale());  // float32 arithmetic
 
   const int bm = p.block_q % 64 == 0 ? 64 : p.block_q % 32 == 0 ? 32 : 16;
   const dim3 grid(static_cast<unsigned>(s.n_qb * (p.block_q / bm)), static_cast<unsigned>(s.heads_q),

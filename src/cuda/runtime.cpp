@@ -110,7 +110,7 @@ struct Runtime::Impl {
     p.head_dim = static_cast<std::int32_t>(s.head_dim);
     p.block_q = r.geometry.block_q;
     p.block_kv = r.geometry.block_kv;
-    p.scale = r.effective_scale();
+    p.scale = static_cast<float>(r.effective_scale());  // the kernels compute in float32
     p.meta = metadata.view();
     const std::int64_t tq = plan.tile_q();
     const std::int64_t parts = metadata.n_partials;

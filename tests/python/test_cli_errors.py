@@ -332,7 +332,7 @@ def corpus_commands(tessera, work):
         f.write('{"x": ')
     rc, so, se = run(tessera, "masks", "generate", "--small", "--families", "Q64K64", "STA-real", "--sta-table",
                      bad_table, "--out", out)
-    check(rc != 0 and "sta_table" in se and not os.path.exists(out), "masks generate: bad STA table writes nothing",
+    check(rc != 0 and "--sta-table" in se and not os.path.exists(out), "masks generate: bad STA table writes nothing",
           so + se)
     for seed in ("-1", "99999999999999999999999", "1e3", ""):
         rc, so, se = run(tessera, "masks", "generate", "--small", "--families", "Q16K16", "--seed", seed, "--out", out)
@@ -341,7 +341,7 @@ def corpus_commands(tessera, work):
                          os.path.join(work, "seed.json"))
         check(rc != 0 and "--seed" in se and so == "", f"run --seed '{seed}'", so + se)
     rc, so, se = run(tessera, "masks", "generate", "--small", "--families", "STA-real", "--sta-table", work, "--out", out)
-    check(rc != 0 and "sta_table" in se and "directory" in se and not os.path.exists(out),
+    check(rc != 0 and "--sta-table" in se and "directory" in se and not os.path.exists(out),
           "masks generate: an STA table path that is a directory", so + se)
     os.makedirs(out)
     with open(os.path.join(out, "old.txt"), "w") as f:
@@ -482,6 +482,45 @@ def inspect(tessera):
     check("NOT in the catalog" in so and rc == 1, "inspect plan without a catalog entry exits 1", so + se)
 
 
+def fresh_user_session8(tessera, work):
+    """Defects a fresh-user pass found in session 8 (each failed on the binary before the fix)."""
+    rc, so, se = run(tessera, "inspect", "catalog", "--arch", "")
+    check(rc == 2 and "--arch" in se and "unknown architecture ''" in se and so == "",
+          "inspect catalog --arch '' is an error naming --arch", so + se)
+    rc, so, se = run(tessera, "inspect-mask", "")
+    check(rc == 2 and "file: the mask file path is empty" in se, "inspect-mask '' names the argument", so + se)
+    parent = os.path.join(work, "a_regular_file")
+    with open(parent, "w") as f:
+        f.write("x")
+    rc, so, se = run(tessera, "run", "--json", os.path.join(parent, "x.json"))
+    check(rc == 2 and "--json" in se and "is not a directory" in se and "does not exist" not in se,
+          "run --json under a regular file says it is not a directory", so + se)
+    rc, so, se = run(tessera, "masks", "generate", "--out", os.path.join(work, "sta_corpus"), "--families", "STA-real",
+                     "--sta-table", "/nonexistent.json")
+    check(rc == 2 and "--sta-table: " in se and "/nonexistent.json" in se,
+          "masks generate --sta-table missing file names --sta-table", so + se)
+    corpus = os.path.join(work, "stats_corpus")
+    rc, so, se = run(tessera, "masks", "generate", "--out", corpus, "--small", "--families", "Q16K16")
+    check(rc == 0, "masks generate --small for the stats checks", so + se)
+    rc, so, se = run(tessera, "masks", "stats", corpus, corpus)
+    check(rc == 2 and "inputs" in se and "more than once" in se, "masks stats DIR DIR refused (no double count)",
+          so + se)
+    rc, so, se = run(tessera, "masks", "stats", corpus, os.path.join(corpus, ".", ""))
+    check(rc == 2 and "more than once" in se, "masks stats DIR DIR/. refused", so + se)
+    one = next(os.path.join(d, f) for d, _, fs in os.walk(corpus) for f in sorted(fs) if f.endswith(".safetensors"))
+    p = subprocess.run(["bash", "-c", f'"$0" masks stats <(cat "$1")', tessera, one], capture_output=True, text=True,
+                       timeout=600)
+    check(p.returncode == 0 and "Q16K16" in p.stdout, "masks stats reads a pipe (<(cat f))", p.stdout + p.stderr)
+    rc, so, se = run(tessera, "masks", "render", "--help")
+    check(rc == 0 and "2147483648" not in so, "masks render --head range ends at the int32 maximum", so + se)
+    # stdout before stderr when both go to one file: the plan table, then the message
+    p = subprocess.run(["bash", "-c", '"$0" inspect plan sm90a.mma.bf16.d128.q64c2.kv64p2.g1.tasc.split4.s2.w4 2>&1',
+                        tessera], capture_output=True, text=True, timeout=600)
+    both = p.stdout
+    check(p.returncode == 1 and both.find("plan ") < both.find("no catalog entry runs this plan"),
+          "inspect plan prints its table before the error when stdout and stderr share a file", both)
+
+
 def subcommands(tessera):
     rc, so, se = run(tessera, "bogus")
     check(rc != 0 and "tessera: unknown command 'bogus'" in se and "inspect" in se and "subcommand is required" not in se,
@@ -510,6 +549,7 @@ def main():
     corpus_commands(tessera, work)
     output_paths(tessera, work)
     inspect(tessera)
+    fresh_user_session8(tessera, work)
     subcommands(tessera)
     if FAILURES:
         print(f"{len(FAILURES)} failure(s)")

@@ -21,8 +21,9 @@ std::vector<std::uint8_t> encode_mask_file(const Case& c);
 /// padding bits past n_kvb in a row included).
 Case decode_mask_file(const std::vector<std::uint8_t>& bytes);
 
-/// Writes / reads a file. Every error names the file path as its argument: kIoError when the file cannot be written /
-/// read (a directory included), kFormatError (from decode_mask_file) when it is malformed.
+/// Writes / reads a file. Every error names the file path as its argument (read: "path" for an empty path): kIoError
+/// when the file cannot be written / read (a directory included), kFormatError (from decode_mask_file) when it is
+/// malformed.
 void write_mask_file(const std::string& path, const Case& c);
 Case read_mask_file(const std::string& path);
 
