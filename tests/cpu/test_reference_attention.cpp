@@ -53,7 +53,7 @@ ReferenceOutput brute_force(const AttentionCase& c, double scale) {
   return out;
 }
 
-double default_scale(std::int64_t d) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))); }
+double default_scale(std::int64_t d) { return 1.0 / std::sqrt(static_cast<double>(d)); }  // float64, as the CPU paths
 
 double case_scale(const CaseConfig& c) { return c.scale ? static_cast<double>(*c.scale) : default_scale(c.head_dim); }
 
