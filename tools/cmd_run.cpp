@@ -229,6 +229,17 @@ int run_gpu(const RunArgs& a) {
               {"candidates", candidates},
               {"regret", a.regret ? json(kernel_ms / best_ms) : json(nullptr)},  // --no-regret: not measured
               {"rel_l2_vs_reference", err}};
+    {  // every new-mask call of the case (us, in call order): where the host-dispatch tail comes from
+      json per_call = {{"dispatch", json::array()}, {"select", json::array()}, {"prepare_enqueue", json::array()},
+                       {"kernel_enqueue", json::array()}};
+      for (const DispatchInfo& d : calls) {
+        per_call["dispatch"].push_back(d.host_dispatch_us);
+        per_call["select"].push_back(d.host_select_us);
+        per_call["prepare_enqueue"].push_back(d.host_prepare_us);
+        per_call["kernel_enqueue"].push_back(d.host_launch_us);
+      }
+      r["host_calls_us"] = per_call;
+    }
     fmt::print("  [{}/{}] {:<10} {:<22} N={:<6} H={:<2} d={:.3f} {:>8.3f} ms {:>6.1f} TF/s  regret {}  err {}  {}\n",
                ci + 1, cases.size(), c.meta.family, c.meta.source_id, c.meta.n_q, c.mask.heads, info.stats.density,
                kernel_ms, g.tflops(kernel_ms), a.regret ? fmt::format("{:.3f}", kernel_ms / best_ms) : "n/a",
