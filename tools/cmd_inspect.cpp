@@ -4,6 +4,7 @@
 // catalog entry runs it, or when the entry cannot launch on the plan's arch).
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <regex>
@@ -15,7 +16,10 @@
 #include "subcommand_required.hpp"
 #include "core/arch_limits.hpp"
 #include "core/catalog.hpp"
+#include "core/launch_prep.hpp"
 #include "core/plan.hpp"
+#include "core/row_builder_choice.hpp"
+#include "cuda/launch_prep_kernels.cuh"
 #include "tessera/error.hpp"
 
 namespace tessera::tools {
@@ -65,7 +69,34 @@ std::string example_plan_id(const CatalogEntry& e) {
 constexpr const char* kPlanIdForm =
     "<arch>.<family>.<dtype>.d<D>.q<B_Q><map>.kv<B_KV><map>.g<G>[p].t<asc|desc|run>.split<P>.s<S>.w<W>";
 
+// The GPU tile-row layout launch preparation writes for plan `p` (docs/plans.md, "Layouts"), from the same rules the
+// runtime uses (prep::prefer_row_aligned, prep::row_aligned_gpu through tile_rows_single_pass_fits), on probe masks.
+std::string tile_row_layout_text(const Plan& p) {
+  auto params_for = [&](std::int64_t n_kvb) {
+    const std::int64_t n_qb = p.q.kind == MappingKind::kCoarsen ? p.q.factor : 1;
+    return make_prep_params(p, MaskShape{1, 1, n_qb, n_kvb}, PrepProblem{1, 1, 1, n_qb * p.block_q,
+                                                                          n_kvb * p.block_kv, p.head_dim});
+  };
+  const prep::PrepParams pp = params_for(1);
+  if (prep::tile_offsets_are_mask_offsets(pp))
+    return pp.traversal == 0 ? "mu(M)'s CSR itself (zero copy)" : "mu(M)'s offsets, each row's entries reordered";
+  if (!prep::prefer_row_aligned(pp)) return "compact CSR, offsets from a decoupled look-back (run-major)";
+  const std::string aligned = "row-aligned (row t at r_kv x mu(M)'s offset of its first logical row; no look-back)";
+  // Largest probe: every count of make_prep_params stays in int32 (c_q, r_kv <= 8).
+  const std::int64_t top = (std::int64_t{1} << 31) / (64 * std::max<std::int64_t>(p.block_kv, 1));
+  if (prep::tile_rows_single_pass_fits(params_for(top))) return aligned;
+  std::int64_t lo = 1, hi = top;  // fits(lo), !fits(hi): the c_q > 1 row bitmaps must fit in shared memory
+  if (!prep::tile_rows_single_pass_fits(pp)) return "compact CSR (two-pass builder)";
+  while (hi - lo > 1) {
+    const std::int64_t mid = (lo + hi) / 2;
+    (prep::tile_rows_single_pass_fits(params_for(mid)) ? lo : hi) = mid;
+  }
+  return fmt::format("{} while n_kvb <= {} (the single-pass bitmaps fit), else compact CSR (two-pass builder)", aligned,
+                     lo);
+}
+
 }  // namespace
+
 
 void add_inspect_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("inspect", "Inspect the kernel catalog or a plan id");
@@ -134,6 +165,7 @@ void add_inspect_command(CLI::App& app) {
     fmt::print("grouping    {} query tile(s) per CTA{}\n", p.org.group, p.org.persistent ? ", persistent CTAs (longest first)" : "");
     fmt::print("traversal   {}\nsplit-KV    {}\nstages      {}\nwarps       {}\n", traversal_name(p.org.traversal),
                p.org.split, p.org.stages, p.warps);
+    fmt::print("tile rows   {}\n", tile_row_layout_text(p));
     const CatalogEntry* e = find_plan_entry(p);
     fmt::print("kernel      {} ({})\n", plan_kernel_name(p), e ? "in the catalog" : "NOT in the catalog");
     if (e && !entry_targets(*e, p.arch)) {

@@ -511,6 +511,14 @@ def fresh_user_session8(tessera, work):
     p = subprocess.run(["bash", "-c", f'"$0" masks stats <(cat "$1")', tessera, one], capture_output=True, text=True,
                        timeout=600)
     check(p.returncode == 0 and "Q16K16" in p.stdout, "masks stats reads a pipe (<(cat f))", p.stdout + p.stderr)
+    layouts = {"sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4": "zero copy",
+               "sm90a.mma.bf16.d128.q64d.kv64c2.g1.tasc.split1.s1.w4": "row-aligned",
+               "sm90a.mma.bf16.d128.q64d.kv64c2.g1.trun.split1.s1.w4": "compact CSR",
+               "sm90a.mma.bf16.d128.q16c8.kv16c8.g1.tasc.split1.s2.w8": "while n_kvb <= 8192"}
+    for pid, want in layouts.items():
+        rc, so, se = run(tessera, "inspect", "plan", pid)
+        line = next((x for x in so.splitlines() if x.startswith("tile rows")), "")
+        check(rc == 0 and want in line, f"inspect plan {pid} shows its tile-row layout ({want})", so + se)
     rc, so, se = run(tessera, "masks", "render", "--help")
     check(rc == 0 and "2147483648" not in so, "masks render --head range ends at the int32 maximum", so + se)
     # stdout before stderr when both go to one file: the plan table, then the message
