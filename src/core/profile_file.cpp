@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/core.h>
+#include <zlib.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -100,8 +101,19 @@ std::vector<ProfileRecord> read_profile_records(const std::string& path, std::st
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw Error(ErrorCode::kIoError, "--in", "'" + path + "' is a directory, not a profile file");
-  std::ifstream in(path);
-  if (!in) throw Error(ErrorCode::kIoError, "--in", "cannot read '" + path + "'");
+  // zlib's gz reader: gzip files (the committed *.jsonl.gz record sets) are decompressed, other files read as they are.
+  gzFile gz = gzopen(path.c_str(), "rb");
+  if (gz == nullptr) throw Error(ErrorCode::kIoError, "--in", "cannot read '" + path + "'");
+  std::string text;
+  char buf[1 << 16];
+  int got = 0;
+  while ((got = gzread(gz, buf, sizeof buf)) > 0) text.append(buf, static_cast<std::size_t>(got));
+  int zerr = Z_OK;
+  const std::string gz_message = got < 0 ? gzerror(gz, &zerr) : "";
+  gzclose(gz);
+  if (got < 0)
+    throw Error(ErrorCode::kIoError, "--in", fmt::format("cannot read '{}': {}", path, gz_message));
+  std::istringstream in(text);
   std::vector<ProfileRecord> records;
   if (present) present->clear();
   std::string line;

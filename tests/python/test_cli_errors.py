@@ -12,6 +12,7 @@ an input: masks render, profile-refeature --case-stats, run --json over the STA 
 profile --splits; paths on /proc or /sys, devices such as /dev/full, a directory as profile --out),
 inspect catalog / inspect plan (errors naming plan_id), unknown or missing subcommands.
 """
+import gzip
 import json
 import os
 import shutil
@@ -61,6 +62,24 @@ def compile_table(tessera, work):
     rc, so, se = run(tessera, "compile-table", "--in", path, "--out", out, "--min-leaf", "1")
     check(rc == 0 and os.path.exists(out), "compile-table on good records", so + se)
     check("no record has \"role\": \"direct\"" in so and "over 0 cases" not in so, "no-direct summary", so)
+    with open(out) as f:
+        table_plain = json.load(f)
+    gz = os.path.join(work, "good.jsonl.gz")  # the committed record sets are gzip-compressed
+    with open(path, "rb") as src, gzip.open(gz, "wb") as dst:
+        dst.write(src.read())
+    out_gz = os.path.join(work, "t_gz.json")
+    rc, so, se = run(tessera, "compile-table", "--in", gz, "--out", out_gz, "--min-leaf", "1")
+    with open(out_gz) as f:
+        table_gz = json.load(f) if rc == 0 else None
+    check(rc == 0 and table_gz == table_plain, "compile-table reads gzip-compressed records (same table)", so + se)
+    truncated = os.path.join(work, "truncated.jsonl.gz")
+    with open(gz, "rb") as f:
+        data = f.read()
+    with open(truncated, "wb") as f:
+        f.write(data[: len(data) // 2])
+    rc, so, se = run(tessera, "compile-table", "--in", truncated, "--out", out_gz, "--min-leaf", "1")
+    check(rc == 2 and "--in" in se and "tessera:" in se, "compile-table on a truncated gzip file: an error naming --in",
+          so + se)
     profile_only = os.path.join(work, "profile_only.jsonl")  # no evaluation-split record: no figures to print
     write(profile_only, [record(key, plan, case="F/s0/0", role="default,direct")])
     rc, so, se = run(tessera, "compile-table", "--in", profile_only, "--out", out, "--min-leaf", "1")
