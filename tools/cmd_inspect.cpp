@@ -69,8 +69,8 @@ std::string example_plan_id(const CatalogEntry& e) {
 constexpr const char* kPlanIdForm =
     "<arch>.<family>.<dtype>.d<D>.q<B_Q><map>.kv<B_KV><map>.g<G>[p].t<asc|desc|run>.split<P>.s<S>.w<W>";
 
-// The GPU tile-row layout launch preparation writes for plan `p` (docs/plans.md, "Layouts"), from the same rules the
-// runtime uses (prep::prefer_row_aligned, prep::row_aligned_gpu through tile_rows_single_pass_fits), on probe masks.
+// The GPU tile-row layout launch preparation writes for plan `p` (docs/plans.md, "Layouts"), from the same rule the
+// runtime uses (prep::row_aligned_gpu), on probe masks of growing width.
 std::string tile_row_layout_text(const Plan& p) {
   auto params_for = [&](std::int64_t n_kvb) {
     const std::int64_t n_qb = p.q.kind == MappingKind::kCoarsen ? p.q.factor : 1;
@@ -81,15 +81,15 @@ std::string tile_row_layout_text(const Plan& p) {
   if (prep::tile_offsets_are_mask_offsets(pp))
     return pp.traversal == 0 ? "mu(M)'s CSR itself (zero copy)" : "mu(M)'s offsets, each row's entries reordered";
   if (!prep::prefer_row_aligned(pp)) return "compact CSR, offsets from a decoupled look-back (run-major)";
+  if (!prep::row_aligned_gpu(pp)) return "compact CSR (two-pass builder)";
   const std::string aligned = "row-aligned (row t at r_kv x mu(M)'s offset of its first logical row; no look-back)";
   // Largest probe: every count of make_prep_params stays in int32 (c_q, r_kv <= 8).
   const std::int64_t top = (std::int64_t{1} << 31) / (64 * std::max<std::int64_t>(p.block_kv, 1));
-  if (prep::tile_rows_single_pass_fits(params_for(top))) return aligned;
-  std::int64_t lo = 1, hi = top;  // fits(lo), !fits(hi): the c_q > 1 row bitmaps must fit in shared memory
-  if (!prep::tile_rows_single_pass_fits(pp)) return "compact CSR (two-pass builder)";
+  if (prep::row_aligned_gpu(params_for(top))) return aligned;
+  std::int64_t lo = 1, hi = top;  // aligned at lo, not at hi: the c_q > 1 row bitmaps must fit in shared memory
   while (hi - lo > 1) {
     const std::int64_t mid = (lo + hi) / 2;
-    (prep::tile_rows_single_pass_fits(params_for(mid)) ? lo : hi) = mid;
+    (prep::row_aligned_gpu(params_for(mid)) ? lo : hi) = mid;
   }
   return fmt::format("{} while n_kvb <= {} (the single-pass bitmaps fit), else compact CSR (two-pass builder)", aligned,
                      lo);

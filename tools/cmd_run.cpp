@@ -100,19 +100,19 @@ double percentile(std::vector<double> v, double p) {
 
 constexpr int kRepeats = 7;
 
-/// Median wall time (ms) of kRepeats complete requests `rt.run(request, o)`, each from an idle stream to its
-/// completion; appends each call's DispatchInfo to `infos` when given.
-double median_request_ms(Runtime& rt, const AttentionRequest& request, const RunOptions& o, Stream stream,
-                         std::vector<DispatchInfo>* infos) {
+/// Wall time (ms) of one complete request `rt.run(request, o)`, from an idle stream to its completion.
+double request_ms(Runtime& rt, const AttentionRequest& request, const RunOptions& o, Stream stream) {
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const auto t0 = Clock::now();
+  rt.run(request, stream, o);
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return ms_since(t0);
+}
+
+/// Median wall time (ms) of kRepeats complete requests (request_ms).
+double median_request_ms(Runtime& rt, const AttentionRequest& request, const RunOptions& o, Stream stream) {
   std::vector<double> ms;
-  for (int r = 0; r < kRepeats; ++r) {
-    TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
-    const auto t0 = Clock::now();
-    rt.run(request, stream, o);
-    TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
-    ms.push_back(ms_since(t0));
-    if (infos) infos->push_back(rt.last_dispatch());
-  }
+  for (int r = 0; r < kRepeats; ++r) ms.push_back(request_ms(rt, request, o, stream));
   return percentile(ms, 0.5);
 }
 
@@ -127,18 +127,11 @@ std::pair<double, double> cold_and_warm_request_ms(Runtime& rt, const AttentionR
   RunOptions warm;
   warm.mask_version = version;
   std::vector<double> cold_ms, warm_ms;
-  auto timed = [&](const RunOptions& o) {
-    TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
-    const auto t0 = Clock::now();
-    rt.run(request, stream, o);
-    TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return ms_since(t0);
-  };
   for (int r = 0; r < kRepeats; ++r) {
-    cold_ms.push_back(timed({}));
+    cold_ms.push_back(request_ms(rt, request, {}, stream));
     cold_infos.push_back(rt.last_dispatch());
     rt.run(request, stream, warm);  // a new mask_version after a cold call: a full request that arms the repeat
-    warm_ms.push_back(timed(warm));
+    warm_ms.push_back(request_ms(rt, request, warm, stream));
     if (!rt.last_dispatch().cache_hit)
       throw Error(ErrorCode::kInternal, "mask_version", "the warm request was not an exact repeat");
   }
@@ -204,7 +197,7 @@ int run_gpu(const RunArgs& a) {
       RunOptions d;
       d.plan_id = direct;
       rt.run(g.request, stream, d);  // buffers grown for Direct too, as for the selected plan above
-      direct_cold_ms = median_request_ms(rt, g.request, d, stream, nullptr);
+      direct_cold_ms = median_request_ms(rt, g.request, d, stream);
       direct_kernel_ms = median_kernel_ms(rt, g, direct, 5, stream);
     }
     double best_ms = kernel_ms;

@@ -16,8 +16,8 @@ namespace {
 
 [[noreturn]] void bad(const char* what, const std::string& why) { throw Error(ErrorCode::kInternal, what, why); }
 
-// Moves every row's entries from `from` [rows + 1] positions to `to` [rows + 1] positions (n_old / n_new: the
-// arrays' old and new extents), and shifts each item and merge target by its row's move.
+// Moves every row's entries (lengths[t] of them) from position from[t] to to[t] into arrays of n_new entries (the
+// rest `fill`), shifts each item and merge target by its row's move, and makes `to` [rows + 1] the offsets.
 void move_rows(HostTileMetadata& md, const std::vector<std::int32_t>& from, const std::vector<std::int32_t>& to,
                const std::vector<std::int32_t>& lengths, std::int64_t n_new, std::int32_t fill) {
   const prep::PrepParams& p = md.params;

@@ -118,15 +118,14 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
   if (out.lookback.bytes() != lookback_before)
     TESSERA_CUDA_CHECK(cudaMemsetAsync(out.lookback.data(), 0, out.lookback.bytes(), s));
 
-  const bool persistent_rows = out.row_builder == prep::RowBuilder::kPersistent;
-  out.row_aligned = !zero_copy && out.row_builder == prep::RowBuilder::kAuto && prep::prefer_row_aligned(p) &&
-                    prep::row_aligned_gpu(p, persistent_rows);
+  out.row_aligned = !zero_copy && out.row_builder == prep::RowBuilder::kAuto && prep::row_aligned_gpu(p);
+  if (out.row_aligned) grow(out.tile_row_ends, bd.tile_rows * 4);
+  std::int32_t* const row_ends = out.row_aligned ? out.tile_row_ends.as<std::int32_t>() : nullptr;
   if (zero_copy) {
     out.row_offsets_ptr = mask_rows;
     out.kv_tile_ptr = mask_cols;
   } else {
     if (!prep::tile_offsets_are_mask_offsets(p)) grow(out.tile_row_offsets, (bd.tile_rows + 1) * 4);
-    if (out.row_aligned) grow(out.tile_row_ends, bd.tile_rows * 4);
     if (!p.pack) grow(out.kv_tile, bd.entries * 4);
     if (p.membership) grow(out.member, member_array_bytes(p, bd.entries));
     if (p.pack) grow(out.gather_blocks, bd.entries * p.pack * 4);
@@ -138,14 +137,12 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
       if (p.pack) grow(out.tmp_gather, bd.entries * p.pack * 4);
       grow(out.runs, bd.entries * 4);
     }
-    prep::TileRowBuffers tb{out.tile_row_offsets.as<std::int32_t>(),
-                            out.row_aligned ? out.tile_row_ends.as<std::int32_t>() : nullptr,
-                            out.kv_tile.as<std::int32_t>(),
+    prep::TileRowBuffers tb{out.tile_row_offsets.as<std::int32_t>(), row_ends, out.kv_tile.as<std::int32_t>(),
                             out.member.data(), out.gather_blocks.as<std::int32_t>(),
                             out.tmp_kv.as<std::int32_t>(), out.tmp_member.data(),
                             out.tmp_gather.as<std::int32_t>(), out.runs.as<std::int32_t>(),
                             out.lookback.as<std::uint64_t>(), out.cub_temp.data(), out.cub_temp.bytes()};
-    prep::build_tile_rows_gpu(p, mask_rows, mask_cols, tb, s, persistent_rows);
+    prep::build_tile_rows_gpu(p, mask_rows, mask_cols, tb, s, out.row_builder == prep::RowBuilder::kPersistent);
     out.row_offsets_ptr = prep::tile_offsets_are_mask_offsets(p) ? mask_rows
                                                                   : out.tile_row_offsets.as<const std::int32_t>();
     out.kv_tile_ptr = p.pack ? nullptr : out.kv_tile.as<const std::int32_t>();
@@ -153,8 +150,9 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
   if (out.rows_done_event)
     TESSERA_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(out.rows_done_event), s));
   if (out.implicit_items) return;  // the kernels compute the items (unsplit_item)
-  prep::ItemBuffers ib{out.row_offsets_ptr, out.view().tile_row_ends, out.items.as<WorkItem>(), out.merge_offsets.as<std::int32_t>(),
-                       out.merge_targets.as<WorkItem>(), out.lookback.as<std::uint64_t>(),
+  prep::ItemBuffers ib{out.row_offsets_ptr, row_ends, out.items.as<WorkItem>(),
+                       out.merge_offsets.as<std::int32_t>(), out.merge_targets.as<WorkItem>(),
+                       out.lookback.as<std::uint64_t>(),
                        out.keys.as<std::uint32_t>(), out.keys_alt.as<std::uint32_t>(),
                        out.order.as<std::uint32_t>(), out.order_alt.as<std::uint32_t>(),
                        out.items_alt.as<WorkItem>(), out.cub_temp.data(),

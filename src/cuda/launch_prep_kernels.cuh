@@ -70,11 +70,11 @@ bool build_tile_rows_single_pass(const PrepParams& p, const std::int32_t* row_of
                                  std::int32_t* tile_offsets, std::int32_t* tile_ends, std::uint64_t* lookback,
                                  std::int32_t* kv_tile, void* member, std::int32_t* gather, cudaStream_t stream);
 
-/// Whether the GPU builders write plan `p`'s tile rows row-aligned (TileRowBuffers::tile_ends) rather than compact:
-/// offsets not mu(M)'s own (not Direct KV with c_q == 1), ascending or descending traversal (run-major rows are
-/// compact), and a single-launch builder (c_q == 1, or the c_q > 1 bitmaps fit); `persistent_stream` (the forced
-/// persistent c_q == 1 builder, whose purpose is hiding the look-back) keeps them compact.
-bool row_aligned_gpu(const PrepParams& p, bool persistent_stream);
+/// Whether the GPU builders can write plan `p`'s tile rows row-aligned (TileRowBuffers::tile_ends) rather than
+/// compact: prep::prefer_row_aligned (offsets not mu(M)'s own, ascending or descending traversal) and a single-launch
+/// builder (c_q == 1, or the c_q > 1 bitmaps fit). The forced compact builders (RowBuilder::kStreaming,
+/// kPersistent) pass no tile_ends and ignore it.
+bool row_aligned_gpu(const PrepParams& p);
 
 /// Builds the tile rows (single pass, else count + scan + fill), then applies the traversal order.
 /// persistent_stream: where the streaming builder needs a look-back, run its persistent form

@@ -59,7 +59,7 @@ __device__ __forceinline__ void rows_stream_cta(const PrepParams& p, const UnitR
   __shared__ DirectRuns dr;  // Order::kDirectRuns: each row's runs and longest run
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const bool deferred = kOff == RowOffsets::kAligned && defer_count(kOff, ur, desc);
+  const bool deferred = defer_count(kOff, ur, desc);
   count_cta_rows(p, ur, tile, kRowsPerCta, row_offsets, cs, cr, deferred);
   if constexpr (kOrder == Order::kRuns) {
     __syncwarp();

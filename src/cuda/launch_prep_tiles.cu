@@ -22,6 +22,7 @@
 #include <climits>
 
 #include "core/launch_prep_rules.hpp"
+#include "core/row_builder_choice.hpp"
 #include "cuda/check.cuh"
 #include "cuda/launch_prep_kernels.cuh"
 #include "cuda/launch_prep_warp.cuh"
@@ -286,14 +287,11 @@ unsigned row_blocks(std::int64_t rows) { return static_cast<unsigned>((rows + kW
 
 }  // namespace
 
-bool row_aligned_gpu(const PrepParams& p, bool persistent_stream) {
-  return !tile_offsets_are_mask_offsets(p) && p.traversal != 2 && !(persistent_stream && p.c_q == 1) &&
-         tile_rows_single_pass_fits(p);
-}
+bool row_aligned_gpu(const PrepParams& p) { return prefer_row_aligned(p) && tile_rows_single_pass_fits(p); }
 
 void build_tile_rows_gpu(const PrepParams& p, const std::int32_t* row_offsets, const std::int32_t* cols,
                          TileRowBuffers& b, cudaStream_t stream, bool persistent_stream) {
-  if (b.tile_ends != nullptr && !row_aligned_gpu(p, persistent_stream))
+  if (b.tile_ends != nullptr && !row_aligned_gpu(p))
     throw Error(ErrorCode::kInternal, "metadata.tile_row_ends", "row-aligned layout requested for a plan without it");
   const std::int64_t rows = p.tile_rows();
   const bool mask_offsets = tile_offsets_are_mask_offsets(p);

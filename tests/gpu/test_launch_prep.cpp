@@ -105,7 +105,7 @@ prep::RowBuilder builder(int i) {
 std::string layout_problem(const DeviceTileMetadata& dev, const HostMaskState& ms, const HostTileMetadata& cpu,
                            prep::RowBuilder rb) {
   const prep::PrepParams& p = dev.params;
-  const bool expect = rb == prep::RowBuilder::kAuto && prep::prefer_row_aligned(p) && prep::row_aligned_gpu(p, false);
+  const bool expect = rb == prep::RowBuilder::kAuto && prep::row_aligned_gpu(p);
   if (dev.row_aligned != expect) return std::string("row_aligned ") + (dev.row_aligned ? "set" : "not set");
   if (!dev.row_aligned) return dev.view().tile_row_ends == nullptr ? "" : "tile_row_ends set for a compact layout";
   if (dev.view().tile_row_ends == nullptr) return "tile_row_ends null";
