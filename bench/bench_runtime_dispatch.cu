@@ -9,7 +9,7 @@
 //    setting: every request follows `busy_us` microseconds of GPU work the host waited for (a long attention kernel,
 //    as in `tessera run`), on the small request (large 0) or STA-real's size (large 1: 115,200 tokens x 24 heads,
 //    128 x 128 blocks), with the context's host-synchronization mode `sched` (0: the driver's default, 1: spin,
-//    2: yield, 3: blocking sync).
+//    2: yield, 3: blocking sync) and speculative preparation on or off (`spec`, RuntimeOptions::speculative_prepare).
 // Needs a GPU (skips each benchmark with a message otherwise).
 //   build/gpu/bin/bench_runtime_dispatch [--benchmark_out=FILE --benchmark_out_format=json]
 #include <benchmark/benchmark.h>
@@ -121,9 +121,11 @@ void BM_RuntimeHostDispatch(benchmark::State& state) {
   for (int w = 0; w < 3; ++w) rt.run(dr.req, s, o);  // buffers grow, kernels load
   TESSERA_CUDA_CHECK(cudaStreamSynchronize(cs));
   std::vector<double> all, sel, prep, sel_prep, launch;
+  int hits = 0;
   for (auto _ : state) {
     rt.run(dr.req, s, o);
     const DispatchInfo& d = rt.last_dispatch();
+    hits += d.prepare_speculation_hit;
     state.SetIterationTime(d.host_dispatch_us * 1e-6);
     all.push_back(d.host_dispatch_us);
     sel.push_back(d.host_select_us);
@@ -139,6 +141,7 @@ void BM_RuntimeHostDispatch(benchmark::State& state) {
   state.counters["select_prepare_p50_us"] = percentile(sel_prep, 0.5);
   state.counters["select_prepare_p95_us"] = percentile(sel_prep, 0.95);
   state.counters["kernel_enqueue_p50_us"] = percentile(launch, 0.5);
+  state.counters["speculation_hits"] = hits;  // of the iterations: preparations enqueued before mu(M) and kept
   state.SetLabel(rt.last_dispatch().plan_id);
   TESSERA_CUDA_CHECK(cudaStreamDestroy(cs));
 }
@@ -153,7 +156,9 @@ void BM_RuntimeHostDispatchInSitu(benchmark::State& state) {
     return state.SkipWithError("cudaSetDeviceFlags refused this scheduling mode on the active context");
   }
   DeviceRequest dr = state.range(0) ? DeviceRequest(115200, 24, 128) : DeviceRequest();
-  Runtime rt;
+  RuntimeOptions ro;
+  ro.speculative_prepare = state.range(3) != 0;
+  Runtime rt(ro);
   cudaStream_t cs;
   TESSERA_CUDA_CHECK(cudaStreamCreate(&cs));
   const Stream s = reinterpret_cast<Stream>(cs);
@@ -161,9 +166,11 @@ void BM_RuntimeHostDispatchInSitu(benchmark::State& state) {
   for (int w = 0; w < 3; ++w) rt.run(dr.req, s, {});
   TESSERA_CUDA_CHECK(cudaStreamSynchronize(cs));
   std::vector<double> all, sel, prep, sel_prep, launch;
+  int hits = 0;
   for (auto _ : state) {
     rt.run(dr.req, s, {});
     const DispatchInfo& d = rt.last_dispatch();
+    hits += d.prepare_speculation_hit;
     state.SetIterationTime(d.host_dispatch_us * 1e-6);
     all.push_back(d.host_dispatch_us);
     sel.push_back(d.host_select_us);
@@ -182,14 +189,15 @@ void BM_RuntimeHostDispatchInSitu(benchmark::State& state) {
   state.counters["select_prepare_p50_us"] = percentile(sel_prep, 0.5);
   state.counters["select_prepare_p95_us"] = percentile(sel_prep, 0.95);
   state.counters["kernel_enqueue_p50_us"] = percentile(launch, 0.5);
+  state.counters["speculation_hits"] = hits;  // of the iterations: preparations enqueued before mu(M) and kept
   state.SetLabel(rt.last_dispatch().plan_id);
   TESSERA_CUDA_CHECK(cudaStreamDestroy(cs));
   TESSERA_CUDA_CHECK(cudaSetDeviceFlags(cudaDeviceScheduleAuto));
 }
 BENCHMARK(BM_RuntimeHostDispatchInSitu)
-    ->ArgNames({"large", "busy_us", "sched"})
-    ->Args({0, 0, 0})->Args({0, 2000, 0})->Args({0, 20000, 0})->Args({1, 0, 0})->Args({1, 2000, 0})
-    ->Args({1, 20000, 0})->Args({1, 20000, 1})->Args({1, 20000, 2})->Args({1, 20000, 3})
+    ->ArgNames({"large", "busy_us", "sched", "spec"})
+    ->Args({0, 0, 0, 0})->Args({0, 0, 0, 1})->Args({0, 20000, 0, 0})->Args({0, 20000, 0, 1})
+    ->Args({1, 20000, 0, 0})->Args({1, 20000, 0, 1})->Args({1, 20000, 1, 1})
     ->UseManualTime()->Iterations(100);
 
 }  // namespace

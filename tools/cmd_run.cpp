@@ -224,12 +224,13 @@ int run_gpu(const RunArgs& a) {
               {"rel_l2_vs_reference", err}};
     {  // every new-mask call of the case (us, in call order): where the host-dispatch tail comes from
       json per_call = {{"dispatch", json::array()}, {"select", json::array()}, {"prepare_enqueue", json::array()},
-                       {"kernel_enqueue", json::array()}};
+                       {"kernel_enqueue", json::array()}, {"speculation_hit", json::array()}};
       for (const DispatchInfo& d : calls) {
         per_call["dispatch"].push_back(d.host_dispatch_us);
         per_call["select"].push_back(d.host_select_us);
         per_call["prepare_enqueue"].push_back(d.host_prepare_us);
         per_call["kernel_enqueue"].push_back(d.host_launch_us);
+        per_call["speculation_hit"].push_back(d.prepare_speculation_hit);
       }
       r["host_calls_us"] = per_call;
     }

@@ -49,6 +49,8 @@ nb::dict dispatch_to_dict(const DispatchInfo& info) {
   d["source"] = info.source;
   d["ranks_skipped"] = info.ranks_skipped;
   d["cache_hit"] = info.cache_hit;
+  d["prepare_speculated"] = info.prepare_speculated;
+  d["prepare_speculation_hit"] = info.prepare_speculation_hit;
   const MaskStats& s = info.stats;
   d["mask_shape"] = nb::make_tuple(s.shape.batch, s.shape.heads, s.shape.n_qb, s.shape.n_kvb);
   d["active_blocks"] = s.counters.active_blocks;

@@ -22,7 +22,7 @@ AttentionRequest make_request(const Array& q, const Array& k, const Array& v, co
                               const Array& m0, const std::optional<Array>& m1, std::int64_t mb, std::int64_t mh,
                               std::int64_t n_qb, std::int64_t n_kvb, std::optional<double> scale);
 
-/// Python dict of a DispatchInfo (plan_id, regime, source, ranks_skipped, cache_hit, mask statistics, timings).
+/// Python dict of a DispatchInfo (plan_id, regime, source, ranks_skipped, cache_hit, speculation, mask statistics, timings).
 nanobind::dict dispatch_to_dict(const DispatchInfo& info);
 
 }  // namespace tessera::py

@@ -328,7 +328,8 @@ def block_sparse_attention(q, k, v, block_mask, block_size=None, *, scale: Optio
 
 def last_dispatch(device: Optional[int] = None) -> Dict[str, Any]:
     """What the last call did: plan_id, regime ("<key>/leaf<N>", "<key>/default", "<key>/forced"), source ("table",
-    "base", "default", "forced"), ranks_skipped, cache_hit, mask statistics (mask_shape, active_blocks, runs, density,
+    "base", "default", "forced"), ranks_skipped, cache_hit, prepare_speculated / prepare_speculation_hit (GPU: the
+    launch preparation was enqueued before the mask statistics were read / and kept), mask statistics (mask_shape, active_blocks, runs, density,
     run_coverage, mean_run_length, mean_row_active, max_row_active, row_imbalance, empty_rows) and host timings
     (host_select_us, host_dispatch_us, host_prepare_us, host_launch_us in microseconds, total_ms). `device`: a CUDA ordinal, or None for the last call wherever it
     ran. Raises TesseraError("device") when nothing has run there yet."""

@@ -21,6 +21,7 @@ struct EligibilityRequest {
   std::int64_t query_tiles = 0;             ///< B * H_q * ceil(N_q / T_Q) of the plan, for the workspace bound;
                                             ///< 0 = do not check the workspace
   std::int64_t max_workspace_bytes = -1;    ///< split-KV workspace limit in bytes; -1 = unlimited
+  bool operator==(const EligibilityRequest&) const = default;
 };
 
 /// Result of an eligibility check: ok, or the first reason it fails (e.g. "tile_q: plan T_Q = 128 != entry 64").

@@ -22,6 +22,10 @@ struct PrepProblem {
   std::int64_t head_dim = 0;  ///< D (workspace sizing)
 };
 
+/// The parameters that depend on the plan alone (mapping factors, traversal, split, tiles); the mask and problem
+/// fields keep their defaults. No checks.
+prep::PrepParams plan_mapping_params(const Plan& plan);
+
 /// Derives the builders' parameters. Checks the plan (check_plan), that the mask extents match the problem
 /// (n_qb == ceil(N_q / B_Q), n_kvb == ceil(N_kv / B_KV), B_m in {1, B}, H_m in {1, H_q}, H_q % H_kv == 0) and
 /// that every count fits int32. Throws Error(kInvalidArgument) naming "mask", "problem.<field>" or "plan.<field>".

@@ -9,6 +9,21 @@
 
 namespace tessera {
 
+prep::PrepParams plan_mapping_params(const Plan& plan) {
+  prep::PrepParams p;
+  p.c_q = plan.q.kind == MappingKind::kCoarsen ? plan.q.factor : 1;
+  p.r_q = plan.q.refine();
+  p.c_kv = plan.kv.kind == MappingKind::kCoarsen ? plan.kv.factor : 1;
+  p.r_kv = plan.kv.refine();
+  p.pack = plan.packed_kv() ? plan.kv.factor : 0;
+  p.membership = plan.has_membership() ? 1 : 0;
+  p.traversal = static_cast<std::int32_t>(plan.org.traversal);
+  p.split = plan.org.split;
+  p.tile_q = plan.tile_q();
+  p.tile_kv = plan.tile_kv();
+  return p;
+}
+
 prep::PrepParams make_prep_params(const Plan& plan, const MaskShape& mask, const PrepProblem& pr) {
   check_plan(plan);
   auto bad = [](const char* arg, std::string msg) { throw Error(ErrorCode::kInvalidArgument, arg, std::move(msg)); };
@@ -26,17 +41,7 @@ prep::PrepParams make_prep_params(const Plan& plan, const MaskShape& mask, const
     bad("mask.batch", fmt::format("mask batch {} must be 1 or B = {}", mask.batch, pr.batch));
   if (mask.heads != 1 && mask.heads != pr.heads_q)
     bad("mask.heads", fmt::format("mask heads {} must be 1 or H_q = {}", mask.heads, pr.heads_q));
-  prep::PrepParams p;
-  p.c_q = plan.q.kind == MappingKind::kCoarsen ? plan.q.factor : 1;
-  p.r_q = plan.q.refine();
-  p.c_kv = plan.kv.kind == MappingKind::kCoarsen ? plan.kv.factor : 1;
-  p.r_kv = plan.kv.refine();
-  p.pack = plan.packed_kv() ? plan.kv.factor : 0;
-  p.membership = plan.has_membership() ? 1 : 0;
-  p.traversal = static_cast<std::int32_t>(plan.org.traversal);
-  p.split = plan.org.split;
-  p.tile_q = plan.tile_q();
-  p.tile_kv = plan.tile_kv();
+  prep::PrepParams p = plan_mapping_params(plan);
   p.mask_batch = mask.batch;
   p.mask_heads = mask.heads;
   p.n_qb = mask.n_qb;

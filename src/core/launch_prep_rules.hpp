@@ -45,6 +45,17 @@ struct PrepParams {
   std::int64_t rows_per_head = 0;               ///< tile rows per mask head: ceil(n_qb / c_q)
   std::int64_t q_tiles_per_head = 0;            ///< ceil(N_q / T_Q)
   std::int64_t kv_tiles = 0;                    ///< ceil(N_kv / T_KV) (span forms)
+  // speculative preparation (GPU only: enqueued before the host has read mu(M)'s counters)
+  const unsigned long long* gate_active = nullptr;  ///< device: mu(M)'s active blocks; null = not speculative
+  const unsigned long long* gate_error = nullptr;   ///< device: nonzero when the mask is invalid
+  std::int64_t gate_capacity = 0;                   ///< active blocks the buffers were sized for
+
+  /// Whether a speculative preparation must not run (every builder kernel returns at once, before touching
+  /// memory): the mask is invalid or has more active blocks than its buffers were sized for. Uniform over the grid.
+  TESSERA_HD bool gated_off() const {
+    return gate_active != nullptr &&
+           (*gate_error != 0 || *gate_active > static_cast<unsigned long long>(gate_capacity));
+  }
 
   TESSERA_HD std::int64_t tile_rows() const { return mask_batch * mask_heads * rows_per_head; }
   TESSERA_HD std::int64_t q_tiles() const { return batch * heads_q * q_tiles_per_head; }

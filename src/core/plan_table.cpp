@@ -90,16 +90,20 @@ RegimeLookup PlanTable::lookup(const std::string& key, const FeatureVector& feat
   auto it = trees.find(key);
   if (it == trees.end()) return r;
   const RegimeTree& t = it->second;
+  r.tree = &t;
+  r.leaf = leaf(t, features);
+  r.ranking = &t.rankings[r.leaf];
+  return r;
+}
+
+int PlanTable::leaf(const RegimeTree& t, const FeatureVector& features) const {
   int i = 0;
   while (t.nodes[i].feature != -1) {
     const TreeNode& n = t.nodes[i];
     const int b = schema.bucket(static_cast<Feature>(n.feature), features[n.feature]);
     i = b <= n.threshold ? n.left : n.right;
   }
-  r.tree = &t;
-  r.leaf = t.nodes[i].leaf;
-  r.ranking = &t.rankings[r.leaf];
-  return r;
+  return t.nodes[i].leaf;
 }
 
 std::string plan_table_to_json(const PlanTable& table) {

@@ -54,6 +54,8 @@ struct PlanTable {
 
   /// Walks the tree of `key`; tree == nullptr in the result when the key is absent.
   RegimeLookup lookup(const std::string& key, const FeatureVector& features) const;
+  /// The leaf (regime index into tree.rankings) that `features` reach in `tree`, one of this table's trees.
+  int leaf(const RegimeTree& tree, const FeatureVector& features) const;
   bool operator==(const PlanTable&) const = default;
 };
 

@@ -147,34 +147,34 @@ void warm_selector_cache(const PlanTable& table, SelectorCache& cache) {
   }
 }
 
-Selection select_plan(std::span<const CatalogEntry> entries, const PlanTable* table, const EligibilityRequest& request,
-                      const FeatureVector& features, SelectorCache* cache) {
-  const std::string key = request_key(request).str();
-  auto parse = [&](const std::string& id) { return parse_ranked(id, cache); };
-  auto try_id = [&](const std::string& id, Selection& out) -> bool {
-    const std::optional<Plan> parsed = parse(id);
-    if (!parsed) return false;
-    const Plan& p = *parsed;
-    const CatalogEntry* e = find_plan_entry(p, entries);
-    if (!e || !eligible(p, *e, request)) return false;
-    out.plan = p;
-    out.plan_id = id;
-    return true;
-  };
-  Selection sel;
-  if (table) {
-    const RegimeLookup look = table->lookup(key, features);
-    if (look.tree) {
-      sel.regime = key + "/leaf" + std::to_string(look.leaf);
-      for (const std::string& id : *look.ranking) {
-        if (try_id(id, sel)) {
-          sel.source = id == look.tree->base_plan ? SelectionSource::kBase : SelectionSource::kTable;
-          return sel;
-        }
-        sel.ranks_skipped += 1;
-      }
+namespace {
+
+/// The first eligible plan of `tree`'s ranking for `leaf` (source kTable, or kBase for the base plan); nullopt when
+/// none is eligible, with `skipped` = the ranking's length.
+std::optional<Selection> ranked_selection(std::span<const CatalogEntry> entries, const RegimeTree& tree, int leaf,
+                                          const std::string& key, const EligibilityRequest& request,
+                                          SelectorCache* cache, int& skipped) {
+  skipped = 0;
+  for (const std::string& id : tree.rankings[leaf]) {
+    const std::optional<Plan> parsed = parse_ranked(id, cache);
+    const CatalogEntry* e = parsed ? find_plan_entry(*parsed, entries) : nullptr;
+    if (e && eligible(*parsed, *e, request)) {
+      Selection sel;
+      sel.plan = *parsed;
+      sel.plan_id = id;
+      sel.source = id == tree.base_plan ? SelectionSource::kBase : SelectionSource::kTable;
+      sel.regime = key + "/leaf" + std::to_string(leaf);
+      sel.ranks_skipped = skipped;
+      return sel;
     }
+    skipped += 1;
   }
+  return std::nullopt;
+}
+
+/// The documented default plan (memoized in `cache` per request fingerprint), with `regime` and `skipped` as given.
+Selection default_selection(std::span<const CatalogEntry> entries, const std::string& key,
+                            const EligibilityRequest& request, SelectorCache* cache, std::string regime, int skipped) {
   std::optional<Plan> d;
   const std::string fingerprint = key + "/" + std::to_string(static_cast<int>(request.mask_format)) + "/" +
                                   std::to_string(request.query_tiles) + "/" + std::to_string(request.max_workspace_bytes);
@@ -192,11 +192,68 @@ Selection select_plan(std::span<const CatalogEntry> entries, const PlanTable* ta
   if (!d)
     throw Error(ErrorCode::kUnsupported, "request",
                 "no kernel of this build serves key " + key + " (dtype, head_dim, block geometry); see `tessera inspect catalog`");
+  Selection sel;
   sel.plan = *d;
   sel.plan_id = plan_id(*d);
   sel.source = SelectionSource::kDefault;
-  if (sel.regime.empty()) sel.regime = key + "/default";
+  sel.regime = regime.empty() ? key + "/default" : std::move(regime);
+  sel.ranks_skipped = skipped;
   return sel;
+}
+
+}  // namespace
+
+Selection select_plan(std::span<const CatalogEntry> entries, const PlanTable* table, const EligibilityRequest& request,
+                      const FeatureVector& features, SelectorCache* cache) {
+  const std::string key = request_key(request).str();
+  if (table) {
+    const RegimeLookup look = table->lookup(key, features);
+    if (look.tree) {
+      int skipped = 0;
+      if (auto sel = ranked_selection(entries, *look.tree, look.leaf, key, request, cache, skipped)) return *sel;
+      return default_selection(entries, key, request, cache, key + "/leaf" + std::to_string(look.leaf), skipped);
+    }
+  }
+  return default_selection(entries, key, request, cache, "", 0);
+}
+
+RequestSelections select_for_every_regime(std::span<const CatalogEntry> entries, const PlanTable* table,
+                                          const EligibilityRequest& request, SelectorCache* cache) {
+  RequestSelections r;
+  r.request = request;
+  r.table = table;
+  const std::string key = request_key(request).str();
+  if (table) {
+    if (auto it = table->trees.find(key); it != table->trees.end()) r.tree = &it->second;
+  }
+  // A leaf whose ranking has no eligible plan falls back to the default plan; where there is none either, the
+  // leaf keeps select_plan's error, raised only when a request's features reach it.
+  auto fallback = [&](std::string regime, int skipped) {
+    try {
+      r.by_leaf.emplace_back(default_selection(entries, key, request, cache, std::move(regime), skipped));
+    } catch (const Error& e) {
+      r.by_leaf.emplace_back(std::nullopt);
+      r.error = e.message();
+    }
+  };
+  if (r.tree) {
+    for (int leaf = 0; leaf < static_cast<int>(r.tree->rankings.size()); ++leaf) {
+      int skipped = 0;
+      if (auto sel = ranked_selection(entries, *r.tree, leaf, key, request, cache, skipped))
+        r.by_leaf.emplace_back(std::move(sel));
+      else
+        fallback(key + "/leaf" + std::to_string(leaf), skipped);
+    }
+  } else {
+    fallback("", 0);
+  }
+  return r;
+}
+
+const Selection& RequestSelections::select(const FeatureVector& features) const {
+  const std::optional<Selection>& s = tree ? by_leaf[static_cast<std::size_t>(table->leaf(*tree, features))] : by_leaf.front();
+  if (!s) throw Error(ErrorCode::kUnsupported, "request", error);
+  return *s;
 }
 
 }  // namespace tessera

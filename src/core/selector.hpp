@@ -81,4 +81,27 @@ void warm_selector_cache(const PlanTable& table, SelectorCache& cache);
 Selection select_plan(std::span<const CatalogEntry> entries, const PlanTable* table, const EligibilityRequest& request,
                       const FeatureVector& features, SelectorCache* cache = nullptr);
 
+/// select_plan()'s answer for every regime of one request, computed before the request's features are known.
+/// Eligibility depends on the request alone (EligibilityRequest), the features only choose the leaf, so once mu(M)
+/// is known, select() is the tree walk and an index: no string is built, no map is searched, no id is parsed. The
+/// runtime keeps one per request it has seen (Runtime::run works out the request's selections before it waits for
+/// mu(M), whose host path after the wait runs with caches that other work on the host has emptied: bench/NOTES.md,
+/// "Host dispatch, session 9").
+struct RequestSelections {
+  EligibilityRequest request;          ///< what the answers are for
+  const PlanTable* table = nullptr;    ///< the table they came from (null: none loaded)
+  const RegimeTree* tree = nullptr;    ///< request's key tree in `table`; null: key never profiled (default plan)
+  /// Per leaf of `tree` (one entry, the default plan, when tree is null); nullopt: no plan at all is eligible there.
+  std::vector<std::optional<Selection>> by_leaf;
+  std::string error;                   ///< select_plan's message for the leaves without a plan
+  /// select_plan(entries, table, request, features, cache) for the entries and cache this was built from; throws
+  /// Error(kUnsupported, "request") where select_plan does.
+  const Selection& select(const FeatureVector& features) const;
+};
+
+/// Builds RequestSelections: select_plan's ranking walk for every leaf of the request's key tree. `table` must
+/// outlive the result. Does not throw for a request no plan serves: select() does, for the leaves concerned.
+RequestSelections select_for_every_regime(std::span<const CatalogEntry> entries, const PlanTable* table,
+                                          const EligibilityRequest& request, SelectorCache* cache = nullptr);
+
 }  // namespace tessera

@@ -79,8 +79,16 @@ TileMetadataView DeviceTileMetadata::view() const noexcept {
 }
 
 void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, const PrepProblem& problem,
-                              Stream stream, DeviceTileMetadata& out, bool implicit_items) {
-  const prep::PrepParams p = make_prep_params(plan, mask.shape, problem);
+                              Stream stream, DeviceTileMetadata& out, bool implicit_items, const MaskStateGate* gate) {
+  prep::PrepParams p = make_prep_params(plan, mask.shape, problem);
+  if (gate && plan.org.persistent)  // its sort and gather kernels are not gated
+    throw Error(ErrorCode::kInternal, "plan", "speculative preparation of a persistent plan");
+  if (gate) {
+    p.gate_active = gate->active;
+    p.gate_error = gate->error;
+    p.gate_capacity = gate->capacity;
+  }
+  const std::int64_t nnz = gate ? gate->capacity : mask.nnz;  // a speculative preparation is sized for the capacity
   const cudaStream_t s = cu(stream);
   out.params = p;
   out.sub_q = plan.q.kind == MappingKind::kCoarsen ? plan.block_q : plan.tile_q();
@@ -88,12 +96,13 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
   out.block_kv = plan.block_kv;
   out.items_per_cta = plan.org.group;
   out.persistent = plan.org.persistent ? 1 : 0;
-  const PrepBounds bd = prep_bounds(plan, p, mask.nnz, problem.head_dim);
+  const PrepBounds bd = prep_bounds(plan, p, nnz, problem.head_dim);
   out.bounds = bd;
   const auto* mask_rows = mask.row_offsets.as<const std::int32_t>();
   const auto* mask_cols = mask.col_indices.as<const std::int32_t>();
   const bool zero_copy = is_zero_copy(p);
-  out.mask_nnz = mask.nnz;
+  out.mask_nnz = nnz;
+  out.speculative = gate != nullptr;
   out.implicit_items = implicit_items && p.split == 1 && !plan.org.persistent && plan.org.group == 1;
 
   grow(out.items, bd.items * static_cast<std::int64_t>(sizeof(WorkItem)));
@@ -160,8 +169,23 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
   prep::build_work_items_gpu(p, ib, plan.org.persistent, bd.items, s);
 }
 
+bool prepare_plan_gpu_launches(const Plan& plan, bool implicit_items) {
+  const prep::PrepParams p = plan_mapping_params(plan);
+  const bool implicit = implicit_items && p.split == 1 && !plan.org.persistent && plan.org.group == 1;
+  return !(is_zero_copy(p) && implicit);
+}
+
+void settle_speculative_prepare(DeviceTileMetadata& out, const DeviceMaskState& mask) {
+  if (!out.speculative || mask.nnz > out.mask_nnz)
+    throw Error(ErrorCode::kInternal, "metadata", "no speculative preparation fits this mask");
+  out.mask_nnz = mask.nnz;
+  out.speculative = false;
+}
+
 void finish_prepare_plan_gpu(DeviceTileMetadata& out, Stream stream) {
   const cudaStream_t s = cu(stream);
+  if (out.speculative)
+    throw Error(ErrorCode::kInternal, "metadata", "speculative preparation not settled against mu(M)");
   const PrepBounds& bd = out.bounds;
   if (out.implicit_items) {  // unsplit: one item per query tile; only the entry count is on the device
     out.n_items = static_cast<std::int32_t>(out.params.q_tiles());

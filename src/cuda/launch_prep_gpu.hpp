@@ -7,6 +7,7 @@
 #include "core/launch_prep.hpp"
 #include "core/row_builder_choice.hpp"
 #include "tessera/cuda_types.hpp"
+#include "cuda/mask_state_speculation.hpp"
 #include "tessera/mask_state_gpu.hpp"
 
 namespace tessera {
@@ -39,7 +40,11 @@ struct DeviceTileMetadata {
   /// Implicit work items (TileMetadataView::implicit_items): the work-item builder did not run and `items` is not
   /// written; the kernel computes item q from the query-tile geometry. Set by enqueue_prepare_plan_gpu.
   bool implicit_items = false;
-  std::int64_t mask_nnz = 0;  ///< active blocks of mu(M) (n_entries of a zero-copy plan)
+  std::int64_t mask_nnz = 0;  ///< active blocks of mu(M) (n_entries of a zero-copy plan); while `speculative`, the
+                              ///< capacity the buffers were sized for
+  /// Enqueued speculatively (before mu(M)'s counters were read, gated on the device); settle_speculative_prepare()
+  /// confirms it against mu(M) before finish_prepare_plan_gpu() may run.
+  bool speculative = false;
   /// Tile-row layout and builder for plans whose offsets are not mu(M)'s own (core/row_builder_choice.hpp): kAuto
   /// (default) writes the row-aligned layout where prep::prefer_row_aligned and the builder allow it, else compact;
   /// kStreaming / kPersistent force the compact layout from that kernel (tests, benchmarks; kPersistent: c_q == 1
@@ -66,8 +71,21 @@ void prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, const PrepP
 /// builder (one launch less) and let the kernels compute each item (TileMetadataView::implicit_items); the items
 /// array is then not written, so download_tile_metadata() has no items. Other plans ignore it. The finish then
 /// copies back only the entry count, and nothing at all for a zero-copy plan (no synchronization).
+/// gate (speculative preparation, Runtime::run): enqueued from build_mask_state_gpu's before_wait hook, when mask.nnz is
+/// not known yet: the buffers are sized for gate->capacity active blocks and every builder kernel returns at once
+/// unless the device counters pass the gate (prep::PrepParams::gated_off), so a mask that turns out invalid or larger
+/// writes nothing. Not for persistent plans (Error kInternal). After the wait, settle_speculative_prepare() when
+/// mask.nnz <= gate->capacity; otherwise enqueue again without a gate.
 void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, const PrepProblem& problem,
-                              Stream stream, DeviceTileMetadata& out, bool implicit_items = false);
+                              Stream stream, DeviceTileMetadata& out, bool implicit_items = false,
+                              const MaskStateGate* gate = nullptr);
+/// Whether enqueue_prepare_plan_gpu(plan, ..., implicit_items) launches anything on the GPU (false: a zero-copy plan
+/// with implicit items, whose preparation is host bookkeeping only).
+bool prepare_plan_gpu_launches(const Plan& plan, bool implicit_items);
+
+/// Confirms a speculative preparation against the built mu(M) (mask.nnz <= the gate's capacity, else
+/// Error(kInternal)): records mask.nnz, so finish_prepare_plan_gpu() sees the preparation as a plain one.
+void settle_speculative_prepare(DeviceTileMetadata& out, const DeviceMaskState& mask);
 void finish_prepare_plan_gpu(DeviceTileMetadata& out, Stream stream);
 
 /// Copies prepared device metadata into host memory (tests, tools). Synchronizes `stream`. A row-aligned layout is

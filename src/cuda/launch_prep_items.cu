@@ -52,6 +52,7 @@ __global__ void write_items_kernel(PrepParams p, const std::int32_t* __restrict_
                                    std::int32_t* __restrict__ merge_offsets, std::int32_t* __restrict__ totals,
                                    std::uint32_t longest, std::uint32_t* __restrict__ keys,
                                    std::uint32_t* __restrict__ order) {
+  if (p.gated_off()) return;  // speculative preparation of a mask that did not pass (Runtime)
   const std::int32_t q = static_cast<std::int32_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (q == 0) {
     merge_offsets[0] = 0;  // {0}: nothing is split
@@ -87,6 +88,7 @@ __global__ void __launch_bounds__(kThreads)
                              const std::int32_t* __restrict__ tile_ends, detail::LookBackState lb,
                              WorkItem* __restrict__ items, std::int32_t* __restrict__ merge_offsets,
                              WorkItem* __restrict__ merge_targets, std::int32_t* __restrict__ totals) {
+  if (p.gated_off()) return;  // speculative preparation of a mask that did not pass (Runtime)
   using BlockScan = cub::BlockScan<std::uint64_t, kThreads>;
   __shared__ typename BlockScan::TempStorage scan_storage;
   __shared__ int4 stage_items[kStageItems * 2];  // WorkItem = two int4

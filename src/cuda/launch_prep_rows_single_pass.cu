@@ -293,6 +293,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasSpan)
                             std::int32_t* __restrict__ tile_ends, LookBackState lb, std::int32_t words,
                             std::int32_t* __restrict__ kv_tile, MemberWord<kCq>* __restrict__ member,
                             std::int32_t* __restrict__ gather, int desc) {
+  if (p.gated_off()) return;  // speculative preparation of a mask that did not pass (Runtime)
   extern __shared__ uint4 bitmaps_v[];  // [kWarps][words][kCq] words (16-byte aligned for the vector loads)
   __shared__ std::int32_t bounds[kWarps][kMaxMappingFactor + 1];
   __shared__ std::int32_t row_entries[kWarps];

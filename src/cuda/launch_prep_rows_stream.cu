@@ -107,6 +107,7 @@ __global__ void __launch_bounds__(kThreads, 3)
                        std::int32_t* __restrict__ tile_ends, LookBackState lb, std::int32_t* __restrict__ kv_tile,
                        std::uint8_t* __restrict__ member, std::int32_t* __restrict__ gather,
                        std::int32_t* __restrict__ runs, int desc) {
+  if (p.gated_off()) return;  // speculative preparation of a mask that did not pass (Runtime)
   constexpr bool kLookBack = kOff == RowOffsets::kLookBack;
   constexpr bool kRunMajor = kOrder != Order::kLinear;
   constexpr std::int32_t kCapacity = kRunMajor ? kStageCols / 2 : kStageCols;

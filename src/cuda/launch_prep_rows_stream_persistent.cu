@@ -162,6 +162,7 @@ __global__ void __launch_bounds__(kPersistentThreads, kCtasPerSm)
                                   LookBackState lb, std::int32_t* __restrict__ kv_tile,
                                   std::uint8_t* __restrict__ member, std::int32_t* __restrict__ gather, int desc,
                                   std::int32_t n_tiles) {
+  if (p.gated_off()) return;  // speculative preparation of a mask that did not pass (Runtime)
   extern __shared__ __align__(16) std::int32_t stage[];  // [2][kStageCols]
   __shared__ PersistentShared sh;
   const bool lookback = threadIdx.x >= kWorkerThreads;  // warp 15

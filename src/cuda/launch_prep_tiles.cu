@@ -50,6 +50,7 @@ __global__ void __launch_bounds__(kThreads) tile_rows_kernel(PrepParams p, const
                                                              std::int32_t* __restrict__ kv_tile,
                                                              Member* __restrict__ member,
                                                              std::int32_t* __restrict__ gather, int desc) {
+  if (p.gated_off()) return;  // speculative preparation of a mask that did not pass (Runtime)
   __shared__ std::uint32_t bitmap_all[kWarps][kMaxMappingFactor][kWinWords];
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -209,6 +210,7 @@ __global__ void run_major_kernel(PrepParams p, const std::int32_t* __restrict__ 
                                  const std::int32_t* __restrict__ gather_in, std::int32_t* __restrict__ runs_all,
                                  std::int32_t* __restrict__ kv_out, Member* __restrict__ mem_out,
                                  std::int32_t* __restrict__ gather_out) {
+  if (p.gated_off()) return;  // speculative preparation of a mask that did not pass (Runtime)
   __shared__ std::int32_t stage_ints[kWarps][kRunStageInts];
   __shared__ Member stage_member[kWarps][kRunStageEntries];
   __shared__ std::int32_t stage_runs[kWarps][kRunStageEntries];

@@ -16,6 +16,7 @@
 #include "cuda/check.cuh"
 #include "cuda/mask_state_common.cuh"
 #include "cuda/mask_state_launch.hpp"
+#include "cuda/mask_state_speculation.hpp"
 #include "cuda/mask_state_workspace.hpp"
 #include "tessera/mask_state_gpu.hpp"
 
@@ -64,6 +65,11 @@ std::size_t align_up(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign;
 }  // namespace
 
 void build_mask_state_gpu(const BlockMask& mask, Stream stream, MaskStateWorkspace& workspace, DeviceMaskState& out) {
+  build_mask_state_gpu(mask, stream, workspace, out, {});
+}
+
+void build_mask_state_gpu(const BlockMask& mask, Stream stream, MaskStateWorkspace& workspace, DeviceMaskState& out,
+                          const std::function<void(const MaskStateGate&)>& before_wait) {
   if (detail::check_mask_structure(mask) != Device::kCuda) {
     throw Error(ErrorCode::kInvalidArgument, "mask", "build_mask_state_gpu() needs a mask in GPU memory (got cpu)");
   }
@@ -167,6 +173,11 @@ void build_mask_state_gpu(const BlockMask& mask, Stream stream, MaskStateWorkspa
   if (mask.format != MaskFormat::kBlockCsr && w.speculative_pass2) {
     speculated = std::min<long long>(static_cast<long long>(out.col_indices.bytes() / 4), detail::kMaxMaskActiveBlocks);
     launch_pass2(counters, speculated);
+  }
+  if (before_wait && (mask.format == MaskFormat::kBlockCsr || speculated >= 0)) {
+    // Block-CSR: pass 1 copied col_indices (sized from the input's nnz) when the mask is valid.
+    const std::int64_t capacity = mask.format == MaskFormat::kBlockCsr ? csr.nnz : speculated;
+    before_wait(MaskStateGate{&counters->active, &counters->error_inv, capacity});
   }
   TESSERA_CUDA_CHECK(cudaEventSynchronize(w.counters_ready));
   const DeviceCounters hc = *w.host_counters;

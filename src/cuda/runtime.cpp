@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "core/selector.hpp"
 #include "cuda/check.cuh"
 #include "cuda/launch_prep_gpu.hpp"
+#include "cuda/mask_state_speculation.hpp"
 #include "kernels/launch.hpp"
 #include "tessera/error.hpp"
 #include "tessera/mask_state_gpu.hpp"
@@ -60,6 +62,27 @@ struct RepeatKey {
   bool operator==(const RepeatKey&) const = default;
 };
 
+/// What the runtime keeps per request (EligibilityRequest) it has seen: select_plan's answer for every regime, worked
+/// out once, and the plans recent new-mask requests chose, from which the next preparation is speculated.
+struct RequestMemo {
+  RequestSelections selections;
+  std::optional<Plan> last;  ///< plan of the last new-mask request
+  int streak = 0;            ///< consecutive new-mask requests that chose `last`
+  bool missed = false;       ///< the last speculation named another plan than the one selected
+
+  /// The plan to prepare before mu(M) is known: the last one, once chosen twice in a row after a miss.
+  const Plan* speculation() const { return last && streak >= (missed ? 2 : 1) ? &*last : nullptr; }
+  void record(const Plan& chosen, bool speculated) {
+    if (speculated) missed = !(last && *last == chosen);
+    if (last && *last == chosen) {
+      ++streak;
+    } else {
+      last = chosen;
+      streak = 1;
+    }
+  }
+};
+
 }  // namespace
 
 struct Runtime::Impl {
@@ -71,6 +94,8 @@ struct Runtime::Impl {
   std::optional<PlanTable> table;
   std::vector<CatalogEntry> entries;  // compiled in this build
   SelectorCache selector_cache;
+  std::vector<RequestMemo> memos;  // per EligibilityRequest seen (cleared when it reaches kMaxMemos)
+  static constexpr std::size_t kMaxMemos = 64;
   MaskStateWorkspace mask_ws;
   DeviceMaskState mask_state;
   DeviceTileMetadata metadata;
@@ -83,6 +108,16 @@ struct Runtime::Impl {
   ~Impl() {
     if (ev_start) cudaEventDestroy(ev_start);
     if (ev_stop) cudaEventDestroy(ev_stop);
+  }
+
+  RequestMemo& memo_for(const EligibilityRequest& er) {
+    for (RequestMemo& mm : memos)
+      if (mm.selections.request == er) return mm;
+    if (memos.size() >= kMaxMemos) memos.clear();
+    RequestMemo mm;
+    mm.selections = select_for_every_regime(entries, table ? &*table : nullptr, er, &selector_cache);
+    memos.push_back(std::move(mm));
+    return memos.back();
   }
 
   EligibilityRequest eligibility_request(const AttentionRequest& r, const ProblemShape& s) const {
@@ -213,35 +248,86 @@ void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptio
     info.host_prepare_us = 0;
   } else {
     m.last_key.reset();
-    const auto tm = Clock::now();
-    build_mask_state_gpu(request.mask, stream, m.mask_ws, m.mask_state);
-    waited_us += us_between(tm, Clock::now());  // includes the one synchronization (GPU work)
-    info.stats = m.mask_state.stats;
-
-    const auto ts = Clock::now();
-    if (!options.plan_id.empty()) {
+    // Everything selection needs but mu(M)'s statistics is worked out before the wait: the forced plan, or the
+    // request's answers for every regime (RequestMemo). After the wait the host runs with cold caches (bench/NOTES.md,
+    // "Host dispatch, session 9"), so it only walks the tree there.
+    const auto ts0 = Clock::now();
+    const bool forced = !options.plan_id.empty();
+    std::optional<Plan> forced_plan;
+    RequestMemo* memo = nullptr;
+    if (forced) {
       auto parsed = m.selector_cache.parsed.find(options.plan_id);  // memoized parse of the forced id
       if (parsed == m.selector_cache.parsed.end() || !parsed->second)
         parsed = m.selector_cache.parsed.insert_or_assign(options.plan_id, parse_plan_id(options.plan_id)).first;
-      m.plan = checked_forced_plan(*parsed->second, options.plan_id, m.entries, er);
+      forced_plan = checked_forced_plan(*parsed->second, options.plan_id, m.entries, er);
+    } else {
+      memo = &m.memo_for(er);
+    }
+    double select_us = us_between(ts0, Clock::now());
+
+    // Speculative preparation: the plan a forced id names, or the one this request's recent new-mask calls chose,
+    // prepared from the mask-state hook before the host waits for mu(M)'s counters (gated on the device, so a mask
+    // that turns out invalid or larger than the buffers writes nothing). Plans whose preparation launches nothing,
+    // and persistent plans (ungated sort), are not speculated.
+    const Plan* spec = nullptr;
+    if (m.options.speculative_prepare) spec = forced ? &*forced_plan : memo->speculation();
+    if (spec && (spec->org.persistent || !prepare_plan_gpu_launches(*spec, /*implicit_items=*/true))) spec = nullptr;
+    const PrepProblem problem = prep_problem(shape);
+    bool speculated = false, spec_enqueued = false;
+    std::int64_t spec_capacity = 0;
+    double spec_us = 0;
+    std::function<void(const MaskStateGate&)> hook;
+    if (spec) {
+      hook = [&](const MaskStateGate& gate) {
+        const auto t = Clock::now();
+        speculated = true;
+        try {
+          enqueue_prepare_plan_gpu(*spec, m.mask_state, problem, stream, m.metadata, /*implicit_items=*/true, &gate);
+          spec_enqueued = true;
+          spec_capacity = gate.capacity;
+        } catch (const Error&) {
+          // not kept: the preparation after the wait raises whatever is wrong with this plan
+        }
+        spec_us = us_between(t, Clock::now());
+      };
+    }
+    const auto tm = Clock::now();
+    build_mask_state_gpu(request.mask, stream, m.mask_ws, m.mask_state, hook);
+    waited_us += us_between(tm, Clock::now()) - spec_us;  // mu(M): its launches and the one synchronization
+    info.stats = m.mask_state.stats;
+
+    const auto ts = Clock::now();
+    if (forced) {
+      m.plan = *forced_plan;
       info.plan_id = plan_id(m.plan);
       info.source = "forced";
       info.regime = request_key(er).str() + "/forced";
     } else {
-      const FeatureVector f = make_features(shape.batch, shape.heads_q, shape.n_q, info.stats);
-      const Selection s = select_plan(m.entries, m.table ? &*m.table : nullptr, er, f, &m.selector_cache);
+      const Selection& s = memo->selections.select(make_features(shape.batch, shape.heads_q, shape.n_q, info.stats));
       m.plan = s.plan;
       info.plan_id = s.plan_id;
       info.source = selection_source_name(s.source);
       info.regime = s.regime;
       info.ranks_skipped = s.ranks_skipped;
     }
-    info.host_select_us = us_between(ts, Clock::now());
+    info.host_select_us = select_us + us_between(ts, Clock::now());
 
+    const bool hit = spec_enqueued && m.plan == *spec && m.mask_state.nnz <= spec_capacity;
+    if (memo) memo->record(m.plan, spec_enqueued);
+    info.prepare_speculated = speculated;
+    info.prepare_speculation_hit = hit;
+    if (speculated && !hit) {  // the real preparation may regrow buffers the queued speculative kernels hold
+      const auto tw = Clock::now();
+      TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
+      waited_us += us_between(tw, Clock::now());
+    }
     const auto tp = Clock::now();
-    enqueue_prepare_plan_gpu(m.plan, m.mask_state, prep_problem(shape), stream, m.metadata, /*implicit_items=*/true);
+    if (hit)
+      settle_speculative_prepare(m.metadata, m.mask_state);
+    else
+      enqueue_prepare_plan_gpu(m.plan, m.mask_state, problem, stream, m.metadata, /*implicit_items=*/true);
     const auto tf = Clock::now();
-    info.host_prepare_us = us_between(tp, tf);
+    info.host_prepare_us = spec_us + us_between(tp, tf);
     finish_prepare_plan_gpu(m.metadata, stream);  // totals back: one synchronization (none for zero copy + implicit)
     waited_us += us_between(tf, Clock::now());
   }

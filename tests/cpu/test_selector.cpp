@@ -2,9 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 #include <vector>
 
 #include "core/catalog.hpp"
+#include "core/embedded_tables.hpp"
+#include "core/plan_table.hpp"
 #include "core/selector.hpp"
 #include "tessera/error.hpp"
 
@@ -150,6 +153,85 @@ TEST(Selector, NoKernelForTheKeyIsAPreciseError) {
     EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
     EXPECT_EQ(e.argument(), "request");
     EXPECT_NE(e.message().find("sm90a.bf16.d96.q64.kv64"), std::string::npos) << e.message();
+  }
+}
+
+void expect_same(const Selection& a, const Selection& b, const std::string& what) {
+  EXPECT_EQ(a.plan, b.plan) << what;
+  EXPECT_EQ(a.plan_id, b.plan_id) << what;
+  EXPECT_EQ(a.source, b.source) << what;
+  EXPECT_EQ(a.regime, b.regime) << what;
+  EXPECT_EQ(a.ranks_skipped, b.ranks_skipped) << what;
+}
+
+// RequestSelections (the runtime's per-request memo, built before mu(M) is known) answers exactly as select_plan for
+// random features over the embedded sm90a table's keys, the bucket edges included, with and without a workspace limit
+// that makes the split-KV plans ineligible (ranks skipped, base and default fallbacks).
+TEST(Selector, EveryRegimeMemoAnswersAsSelectPlan) {
+  const std::string_view js = embedded_plan_table("sm90a");
+  if (js.empty()) GTEST_SKIP() << "no embedded sm90a table in this build";
+  const PlanTable table = plan_table_from_json(std::string(js), std::string(catalog_version()));
+  std::mt19937_64 g(11);
+  int checked = 0, with_tree = 0, skipped_some = 0;
+  for (auto [bq, bkv] : {std::pair{16, 16}, {32, 16}, {32, 32}, {64, 32}, {64, 64}, {128, 64}, {128, 128}, {384, 384}}) {
+    for (std::int64_t limit : {std::int64_t{-1}, std::int64_t{1}}) {
+      EligibilityRequest r = req(bq, bkv);
+      r.query_tiles = 4096;
+      r.max_workspace_bytes = limit;
+      SelectorCache cache;
+      const RequestSelections memo = select_for_every_regime(catalog(), &table, r, &cache);
+      EXPECT_EQ(memo.request, r);
+      with_tree += memo.tree != nullptr;
+      for (int i = 0; i < 200; ++i) {
+        FeatureVector f{};
+        for (int k = 0; k < kFeatureCount; ++k) {
+          const std::vector<double>& edges = table.schema.edges[k];
+          const double top = edges.empty() ? 1.0 : edges.back();
+          f[k] = !edges.empty() && g() % 2 ? edges[g() % edges.size()]  // exactly on an edge
+                                           : std::uniform_real_distribution<double>(0, 1.5 * top)(g);
+        }
+        const Selection want = select_plan(catalog(), &table, r, f, &cache);
+        const Selection& got = memo.select(f);
+        expect_same(got, want, request_key(r).str() + " limit " + std::to_string(limit));
+        skipped_some += want.ranks_skipped > 0;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 8 * 2 * 200);
+  EXPECT_GT(with_tree, 0);
+  EXPECT_GT(skipped_some, 0);  // the workspace limit made ranked split-KV plans ineligible
+}
+
+// A key with a tree whose leaf has no eligible plan and no default plan: the memo builds, and select() raises
+// select_plan's error for that leaf only.
+TEST(Selector, EveryRegimeMemoKeepsTheNoKernelError) {
+  const auto r = req(64, 64, DType::kBFloat16, 96);  // no d96 kernel
+  PlanTable table;
+  RegimeTree t;
+  t.key = request_key(r).str();
+  t.base_plan = "garbage.id";
+  t.nodes = {TreeNode{}};
+  t.nodes[0].leaf = 0;
+  t.rankings = {{"garbage.id"}};
+  table.trees[t.key] = t;
+  const RequestSelections memo = select_for_every_regime(catalog(), &table, r);
+  ASSERT_EQ(memo.by_leaf.size(), 1u);
+  EXPECT_FALSE(memo.by_leaf[0].has_value());
+  std::string want;
+  try {
+    select_plan(catalog(), &table, r, kFeatures);
+  } catch (const Error& e) {
+    want = e.message();
+  }
+  ASSERT_FALSE(want.empty());
+  try {
+    memo.select(kFeatures);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_EQ(e.argument(), "request");
+    EXPECT_EQ(e.message(), want);
   }
 }
 
