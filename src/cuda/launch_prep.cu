@@ -88,7 +88,10 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
     p.gate_error = gate->error;
     p.gate_capacity = gate->capacity;
   }
-  const std::int64_t nnz = gate ? gate->capacity : mask.nnz;  // a speculative preparation is sized for the capacity
+  // Buffers are sized for the active blocks mu(M)'s own buffer holds (at least mask.nnz; a speculative preparation,
+  // which does not know mask.nnz yet, for gate->capacity, the same number), so a speculation never has to grow them.
+  const std::int64_t capacity = static_cast<std::int64_t>(mask.col_indices.bytes() / 4);
+  const std::int64_t sized_nnz = gate ? gate->capacity : std::max(mask.nnz, capacity);
   const cudaStream_t s = cu(stream);
   out.params = p;
   out.sub_q = plan.q.kind == MappingKind::kCoarsen ? plan.block_q : plan.tile_q();
@@ -96,12 +99,12 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
   out.block_kv = plan.block_kv;
   out.items_per_cta = plan.org.group;
   out.persistent = plan.org.persistent ? 1 : 0;
-  const PrepBounds bd = prep_bounds(plan, p, nnz, problem.head_dim);
+  const PrepBounds bd = prep_bounds(plan, p, sized_nnz, problem.head_dim);
   out.bounds = bd;
   const auto* mask_rows = mask.row_offsets.as<const std::int32_t>();
   const auto* mask_cols = mask.col_indices.as<const std::int32_t>();
   const bool zero_copy = is_zero_copy(p);
-  out.mask_nnz = nnz;
+  out.mask_nnz = gate ? gate->capacity : mask.nnz;
   out.speculative = gate != nullptr;
   out.implicit_items = implicit_items && p.split == 1 && !plan.org.persistent && plan.org.group == 1;
 

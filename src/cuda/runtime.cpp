@@ -69,6 +69,9 @@ struct RequestMemo {
   std::optional<Plan> last;  ///< plan of the last new-mask request
   int streak = 0;            ///< consecutive new-mask requests that chose `last`
   bool missed = false;       ///< the last speculation named another plan than the one selected
+  std::string forced_id;     ///< the last forced plan id checked against this request; its plan, canonical id, regime
+  Plan forced_plan;
+  std::string forced_canonical_id, forced_regime;
 
   /// The plan to prepare before mu(M) is known: the last one, once chosen twice in a row after a miss.
   const Plan* speculation() const { return last && streak >= (missed ? 2 : 1) ? &*last : nullptr; }
@@ -253,16 +256,17 @@ void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptio
     // "Host dispatch, session 9"), so it only walks the tree there.
     const auto ts0 = Clock::now();
     const bool forced = !options.plan_id.empty();
-    std::optional<Plan> forced_plan;
-    RequestMemo* memo = nullptr;
-    if (forced) {
+    RequestMemo* memo = &m.memo_for(er);
+    if (forced && memo->forced_id != options.plan_id) {  // checked once per (request, id)
       auto parsed = m.selector_cache.parsed.find(options.plan_id);  // memoized parse of the forced id
       if (parsed == m.selector_cache.parsed.end() || !parsed->second)
         parsed = m.selector_cache.parsed.insert_or_assign(options.plan_id, parse_plan_id(options.plan_id)).first;
-      forced_plan = checked_forced_plan(*parsed->second, options.plan_id, m.entries, er);
-    } else {
-      memo = &m.memo_for(er);
+      memo->forced_plan = checked_forced_plan(*parsed->second, options.plan_id, m.entries, er);
+      memo->forced_canonical_id = plan_id(memo->forced_plan);
+      memo->forced_regime = request_key(er).str() + "/forced";
+      memo->forced_id = options.plan_id;
     }
+    const Plan* forced_plan = forced ? &memo->forced_plan : nullptr;
     double select_us = us_between(ts0, Clock::now());
 
     // Speculative preparation: the plan a forced id names, or the one this request's recent new-mask calls chose,
@@ -270,7 +274,7 @@ void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptio
     // that turns out invalid or larger than the buffers writes nothing). Plans whose preparation launches nothing,
     // and persistent plans (ungated sort), are not speculated.
     const Plan* spec = nullptr;
-    if (m.options.speculative_prepare) spec = forced ? &*forced_plan : memo->speculation();
+    if (m.options.speculative_prepare) spec = forced ? forced_plan : memo->speculation();
     if (spec && (spec->org.persistent || !prepare_plan_gpu_launches(*spec, /*implicit_items=*/true))) spec = nullptr;
     const PrepProblem problem = prep_problem(shape);
     bool speculated = false, spec_enqueued = false;
@@ -299,9 +303,9 @@ void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptio
     const auto ts = Clock::now();
     if (forced) {
       m.plan = *forced_plan;
-      info.plan_id = plan_id(m.plan);
+      info.plan_id = memo->forced_canonical_id;
       info.source = "forced";
-      info.regime = request_key(er).str() + "/forced";
+      info.regime = memo->forced_regime;
     } else {
       const Selection& s = memo->selections.select(make_features(shape.batch, shape.heads_q, shape.n_q, info.stats));
       m.plan = s.plan;
@@ -313,7 +317,7 @@ void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptio
     info.host_select_us = select_us + us_between(ts, Clock::now());
 
     const bool hit = spec_enqueued && m.plan == *spec && m.mask_state.nnz <= spec_capacity;
-    if (memo) memo->record(m.plan, spec_enqueued);
+    if (!forced) memo->record(m.plan, spec_enqueued);
     info.prepare_speculated = speculated;
     info.prepare_speculation_hit = hit;
     if (speculated && !hit) {  // the real preparation may regrow buffers the queued speculative kernels hold
