@@ -102,6 +102,40 @@ struct DeviceRequest {
   }
 };
 
+/// The timed loop of both dispatch benchmarks: one Runtime::run of `req` per iteration (iteration time: its
+/// host_dispatch_us), then `busy_us` of GPU work (0: none) and a synchronization, untimed, so each request starts on
+/// an idle stream. Sets the counters: P50 / P95 of the whole dispatch, select, prepare, select_prepare; kernel-enqueue
+/// P50; speculation_hits (iterations whose preparation was enqueued before mu(M) and kept).
+void time_dispatch(benchmark::State& state, Runtime& rt, const AttentionRequest& req, const RunOptions& o,
+                   cudaStream_t cs, double busy_us) {
+  const Stream s = reinterpret_cast<Stream>(cs);
+  std::vector<double> all, sel, prep, sel_prep, launch;
+  int hits = 0;
+  for (auto _ : state) {
+    rt.run(req, s, o);
+    const DispatchInfo& d = rt.last_dispatch();
+    hits += d.prepare_speculation_hit;
+    state.SetIterationTime(d.host_dispatch_us * 1e-6);
+    all.push_back(d.host_dispatch_us);
+    sel.push_back(d.host_select_us);
+    prep.push_back(d.host_prepare_us);
+    sel_prep.push_back(d.host_select_us + d.host_prepare_us);
+    launch.push_back(d.host_launch_us);
+    if (busy_us > 0) bench::keep_gpu_busy(cs, busy_us);  // the next request waits for this GPU work
+    TESSERA_CUDA_CHECK(cudaStreamSynchronize(cs));
+  }
+  state.counters["p50_us"] = percentile(all, 0.5);
+  state.counters["p95_us"] = percentile(all, 0.95);
+  state.counters["select_p50_us"] = percentile(sel, 0.5);
+  state.counters["select_p95_us"] = percentile(sel, 0.95);
+  state.counters["prepare_p50_us"] = percentile(prep, 0.5);
+  state.counters["prepare_p95_us"] = percentile(prep, 0.95);
+  state.counters["select_prepare_p50_us"] = percentile(sel_prep, 0.5);
+  state.counters["select_prepare_p95_us"] = percentile(sel_prep, 0.95);
+  state.counters["kernel_enqueue_p50_us"] = percentile(launch, 0.5);
+  state.counters["speculation_hits"] = hits;
+}
+
 // range(0): 0 = the selected plan, 1 = forced Direct split 1, 2 = forced Direct split 4 (work items + merge),
 // 3 = forced Coarsened KV c2 (T_KV = 128: a tile-row builder, row-aligned, so one preparation launch and nothing
 // copied back).
@@ -120,28 +154,7 @@ void BM_RuntimeHostDispatch(benchmark::State& state) {
   }
   for (int w = 0; w < 3; ++w) rt.run(dr.req, s, o);  // buffers grow, kernels load
   TESSERA_CUDA_CHECK(cudaStreamSynchronize(cs));
-  std::vector<double> all, sel, prep, sel_prep, launch;
-  int hits = 0;
-  for (auto _ : state) {
-    rt.run(dr.req, s, o);
-    const DispatchInfo& d = rt.last_dispatch();
-    hits += d.prepare_speculation_hit;
-    state.SetIterationTime(d.host_dispatch_us * 1e-6);
-    all.push_back(d.host_dispatch_us);
-    sel.push_back(d.host_select_us);
-    prep.push_back(d.host_prepare_us);
-    sel_prep.push_back(d.host_select_us + d.host_prepare_us);
-    launch.push_back(d.host_launch_us);
-    TESSERA_CUDA_CHECK(cudaStreamSynchronize(cs));  // a new request starts from an idle stream (not timed)
-  }
-  state.counters["p50_us"] = percentile(all, 0.5);
-  state.counters["p95_us"] = percentile(all, 0.95);
-  state.counters["select_p50_us"] = percentile(sel, 0.5);
-  state.counters["prepare_p50_us"] = percentile(prep, 0.5);
-  state.counters["select_prepare_p50_us"] = percentile(sel_prep, 0.5);
-  state.counters["select_prepare_p95_us"] = percentile(sel_prep, 0.95);
-  state.counters["kernel_enqueue_p50_us"] = percentile(launch, 0.5);
-  state.counters["speculation_hits"] = hits;  // of the iterations: preparations enqueued before mu(M) and kept
+  time_dispatch(state, rt, dr.req, o, cs, 0);
   state.SetLabel(rt.last_dispatch().plan_id);
   TESSERA_CUDA_CHECK(cudaStreamDestroy(cs));
 }
@@ -165,31 +178,7 @@ void BM_RuntimeHostDispatchInSitu(benchmark::State& state) {
   const double busy_us = static_cast<double>(state.range(1));
   for (int w = 0; w < 3; ++w) rt.run(dr.req, s, {});
   TESSERA_CUDA_CHECK(cudaStreamSynchronize(cs));
-  std::vector<double> all, sel, prep, sel_prep, launch;
-  int hits = 0;
-  for (auto _ : state) {
-    rt.run(dr.req, s, {});
-    const DispatchInfo& d = rt.last_dispatch();
-    hits += d.prepare_speculation_hit;
-    state.SetIterationTime(d.host_dispatch_us * 1e-6);
-    all.push_back(d.host_dispatch_us);
-    sel.push_back(d.host_select_us);
-    prep.push_back(d.host_prepare_us);
-    sel_prep.push_back(d.host_select_us + d.host_prepare_us);
-    launch.push_back(d.host_launch_us);
-    if (busy_us > 0) bench::keep_gpu_busy(cs, busy_us);  // the next request waits for this GPU work (not timed)
-    TESSERA_CUDA_CHECK(cudaStreamSynchronize(cs));
-  }
-  state.counters["p50_us"] = percentile(all, 0.5);
-  state.counters["p95_us"] = percentile(all, 0.95);
-  state.counters["select_p50_us"] = percentile(sel, 0.5);
-  state.counters["select_p95_us"] = percentile(sel, 0.95);
-  state.counters["prepare_p50_us"] = percentile(prep, 0.5);
-  state.counters["prepare_p95_us"] = percentile(prep, 0.95);
-  state.counters["select_prepare_p50_us"] = percentile(sel_prep, 0.5);
-  state.counters["select_prepare_p95_us"] = percentile(sel_prep, 0.95);
-  state.counters["kernel_enqueue_p50_us"] = percentile(launch, 0.5);
-  state.counters["speculation_hits"] = hits;  // of the iterations: preparations enqueued before mu(M) and kept
+  time_dispatch(state, rt, dr.req, {}, cs, busy_us);
   state.SetLabel(rt.last_dispatch().plan_id);
   TESSERA_CUDA_CHECK(cudaStreamDestroy(cs));
   TESSERA_CUDA_CHECK(cudaSetDeviceFlags(cudaDeviceScheduleAuto));
