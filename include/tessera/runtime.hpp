@@ -33,7 +33,8 @@ struct RuntimeOptions {
   /// Largest split-KV workspace a plan may need, in bytes; -1 = unlimited. Plans over it are not eligible.
   std::int64_t max_workspace_bytes = -1;
   /// Speculative launch preparation (DESIGN.md section 6): on a new mask, prepare the plan this request's recent
-  /// new-mask calls chose (or the forced plan) before waiting for mu(M)'s statistics, gated on the device so a mask
+  /// new-mask calls chose (or the forced plan) before waiting for mu(M)'s statistics (not persistent plans, nor
+  /// plans whose preparation launches nothing), gated on the device so a mask
   /// that turns out invalid or larger than the buffers writes nothing; after the wait it is kept when selection
   /// names the same plan, else the stream is synchronized and the selected plan prepared. Results are the same
   /// either way (only host time and, on a miss, one wasted preparation differ). false: prepare after selection only.
@@ -60,12 +61,17 @@ struct DispatchInfo {
   std::string source;           ///< "table", "base", "default" or "forced"
   int ranks_skipped = 0;        ///< ranked plans found ineligible before the chosen one
   bool cache_hit = false;       ///< exact repeat: mu(M) and preparation were skipped
-  bool prepare_speculated = false;       ///< a preparation was enqueued before mu(M)'s statistics were read
+  /// A preparation was enqueued before mu(M)'s statistics were read (RuntimeOptions::speculative_prepare; false on a
+  /// repeat, for persistent plans and for plans whose preparation launches nothing).
+  bool prepare_speculated = false;
   bool prepare_speculation_hit = false;  ///< ... and was kept (selection named its plan and the mask fit)
   MaskStats stats;              ///< s(M) of the request's mask
+  /// Host time of mu(M)'s build (microseconds): validation and launches of its passes, its wait for the GPU excluded,
+  /// a speculative preparation enqueued meanwhile excluded (counted in host_prepare_us). 0 on a repeat.
+  double host_mask_state_us = 0;
   double host_select_us = 0;    ///< host time of lookup + eligibility (microseconds), before and after mu(M)
-  /// Host time of the whole call (microseconds) excluding mu(M)'s build (its launches and its one wait for the GPU)
-  /// and the other waits for the GPU; a speculative preparation enqueued during mu(M)'s build is counted.
+  /// Host time of the whole call (microseconds) excluding its waits for the GPU (mu(M)'s counters, the preparation's
+  /// totals, a discarded speculation): validation, mu(M)'s launches, selection, preparation, kernel launches.
   double host_dispatch_us = 0;
   /// Host time of enqueuing launch preparation (microseconds; 0 on a repeat): a speculative one plus, unless it was
   /// kept, the selected plan's.

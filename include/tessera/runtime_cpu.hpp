@@ -22,7 +22,10 @@ struct CpuRunOptions {
 /// Computes E(M) for `request` whose tensors (and mask) are in CPU memory; q/k/v any of f16, bf16, f32, f64;
 /// o any floating dtype (rounded once from float64); lse optional (f32 or f64). Validates first
 /// (validate_request with reference dtypes allowed): errors name the argument and nothing is written.
-/// Returns what ran (plan id, regime, source, mask statistics; timings are host times).
+/// Returns what ran (plan id, regime, source, mask statistics) and host times in microseconds, everything on the
+/// calling thread: host_mask_state_us = mu(M) (build_mask_state_cpu), host_select_us = lookup + eligibility (the
+/// embedded table is parsed once per process), host_prepare_us = CPU launch preparation, host_launch_us = the float64
+/// execution, host_dispatch_us = the whole call (total_ms the same in ms); kernel_ms = -1; never speculative.
 DispatchInfo run_cpu(const AttentionRequest& request, const CpuRunOptions& options = {});
 
 }  // namespace tessera

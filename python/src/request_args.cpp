@@ -62,6 +62,7 @@ nb::dict dispatch_to_dict(const DispatchInfo& info) {
   d["row_imbalance"] = s.row_imbalance;
   d["max_row_active"] = s.max_row_active;
   d["empty_rows"] = s.empty_rows;
+  d["host_mask_state_us"] = info.host_mask_state_us;
   d["host_select_us"] = info.host_select_us;
   d["host_dispatch_us"] = info.host_dispatch_us;
   d["host_prepare_us"] = info.host_prepare_us;

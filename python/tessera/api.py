@@ -331,7 +331,8 @@ def last_dispatch(device: Optional[int] = None) -> Dict[str, Any]:
     "base", "default", "forced"), ranks_skipped, cache_hit, prepare_speculated / prepare_speculation_hit (GPU: the
     launch preparation was enqueued before the mask statistics were read / and kept), mask statistics (mask_shape, active_blocks, runs, density,
     run_coverage, mean_run_length, mean_row_active, max_row_active, row_imbalance, empty_rows) and host timings
-    (host_select_us, host_dispatch_us, host_prepare_us, host_launch_us in microseconds, total_ms). `device`: a CUDA ordinal, or None for the last call wherever it
+    (host_mask_state_us, host_select_us, host_prepare_us, host_launch_us, host_dispatch_us in microseconds,
+    total_ms; docs/python.md says what each counts on the GPU and on the CPU). `device`: a CUDA ordinal, or None for the last call wherever it
     ran. Raises TesseraError("device") when nothing has run there yet."""
     native = _C()
     if device is not None and (isinstance(device, (bool, np.bool_)) or not _arrays.is_int(device) or int(device) < 0):

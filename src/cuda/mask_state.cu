@@ -8,6 +8,7 @@
 // Errors: the device records the smallest (kind, position) key; the host then replays the CPU content check on a
 // host copy of the mask's index arrays, so both paths raise the same Error with the same wording.
 #include <algorithm>
+#include <chrono>
 #include <cub/device/device_scan.cuh>
 #include <string>
 #include <vector>
@@ -179,7 +180,9 @@ void build_mask_state_gpu(const BlockMask& mask, Stream stream, MaskStateWorkspa
     const std::int64_t capacity = mask.format == MaskFormat::kBlockCsr ? csr.nnz : speculated;
     before_wait(MaskStateGate{&counters->active, &counters->error_inv, capacity});
   }
+  const auto wait_start = std::chrono::steady_clock::now();
   TESSERA_CUDA_CHECK(cudaEventSynchronize(w.counters_ready));
+  w.last_wait_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - wait_start).count();
   const DeviceCounters hc = *w.host_counters;
 
   if (hc.error_inv != 0) replay_content_error(mask, ~hc.error_inv, s);
@@ -204,6 +207,8 @@ void build_mask_state_gpu(const BlockMask& mask, Stream stream, MaskStateWorkspa
     launch_pass2(nullptr, 0);
   }
 }
+
+double last_wait_us(MaskStateWorkspace& workspace) { return workspace.impl().last_wait_us; }
 
 DeviceMaskState build_mask_state_gpu(const BlockMask& mask, Stream stream) {
   MaskStateWorkspace workspace;

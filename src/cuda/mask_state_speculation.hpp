@@ -25,4 +25,8 @@ struct MaskStateGate {
 void build_mask_state_gpu(const BlockMask& mask, Stream stream, MaskStateWorkspace& workspace, DeviceMaskState& out,
                           const std::function<void(const MaskStateGate&)>& before_wait);
 
+/// Host time (microseconds) the last build_mask_state_gpu() call on `workspace` spent waiting for mu(M)'s counters:
+/// the part of its host time that is a wait for the GPU.
+double last_wait_us(MaskStateWorkspace& workspace);
+
 }  // namespace tessera

@@ -22,6 +22,9 @@ struct MaskStateWorkspace::Impl {
   /// out.col_indices' capacity; the host relaunches it only when the capacity was short. False: pass 2 after the
   /// host has read the counters (the pre-speculation sequence; benchmarks compare the two).
   bool speculative_pass2 = true;
+  /// Host time (microseconds) the last build_mask_state_gpu() call spent waiting for the counters (Runtime: the part
+  /// of mu(M)'s host time that is a wait for the GPU, not dispatch work).
+  double last_wait_us = 0;
   /// Benchmarks: kStages events recorded at the stage boundaries (null: none recorded).
   cudaEvent_t* stage_events = nullptr;
 

@@ -247,6 +247,8 @@ void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptio
   if (repeat) {
     info = m.info;
     info.cache_hit = true;
+    info.prepare_speculated = info.prepare_speculation_hit = false;
+    info.host_mask_state_us = 0;
     info.host_select_us = 0;
     info.host_prepare_us = 0;
   } else {
@@ -297,7 +299,9 @@ void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptio
     }
     const auto tm = Clock::now();
     build_mask_state_gpu(request.mask, stream, m.mask_ws, m.mask_state, hook);
-    waited_us += us_between(tm, Clock::now()) - spec_us;  // mu(M): its launches and the one synchronization
+    const double wait_us = last_wait_us(m.mask_ws);  // mu(M)'s one synchronization
+    waited_us += wait_us;
+    info.host_mask_state_us = us_between(tm, Clock::now()) - wait_us - spec_us;
     info.stats = m.mask_state.stats;
 
     const auto ts = Clock::now();

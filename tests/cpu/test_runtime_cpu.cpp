@@ -77,6 +77,13 @@ TEST(RunCpu, SelectedPlansMatchTheReference) {
       const DispatchInfo info = run_cpu(c.req);
       EXPECT_FALSE(info.plan_id.empty());
       EXPECT_TRUE(info.source == "default" || info.source == "table" || info.source == "base") << info.source;
+      // Every stage's host time is recorded, and they add up to no more than the whole call.
+      EXPECT_GT(info.host_mask_state_us, 0);
+      EXPECT_GT(info.host_prepare_us, 0);
+      EXPECT_GT(info.host_launch_us, 0);
+      EXPECT_LE(info.host_mask_state_us + info.host_select_us + info.host_prepare_us + info.host_launch_us,
+                info.host_dispatch_us);
+      EXPECT_FALSE(info.prepare_speculated);
       expect_matches_reference(c, info);
     }
   }

@@ -96,6 +96,16 @@ TEST(RuntimeSpeculation, LargerAndInvalidMasksFailTheGate) {
   run_poisoned(rt, c, o);  // the same mask again: mu(M)'s buffers fit, the speculation is kept
   EXPECT_TRUE(rt.last_dispatch().prepare_speculation_hit);
   EXPECT_LE(error_vs_reference(c), 1e-2);
+  RunOptions repeat = o;  // an exact repeat after a speculative call reports no speculation and no mu(M) time
+  repeat.mask_version = 77;
+  rt.run(c.req, nullptr, repeat);
+  EXPECT_TRUE(rt.last_dispatch().prepare_speculated);
+  run_poisoned(rt, c, repeat);
+  EXPECT_TRUE(rt.last_dispatch().cache_hit);
+  EXPECT_FALSE(rt.last_dispatch().prepare_speculated);
+  EXPECT_FALSE(rt.last_dispatch().prepare_speculation_hit);
+  EXPECT_EQ(rt.last_dispatch().host_mask_state_us, 0);
+  EXPECT_LE(error_vs_reference(c), 1e-2);
 
   set_mask(c, 0.9, 99);  // about 18x the active blocks: more than mu(M)'s buffers hold
   run_poisoned(rt, c, o);
