@@ -81,7 +81,9 @@ struct DispatchInfo {
   double kernel_ms = -1;        ///< attention (+ merge) kernel time, when RunOptions::time_kernel (ms)
 };
 
-/// The runtime. One per device and thread; not thread-safe. Buffers grow to the largest request and are reused.
+/// The runtime. One per device and thread; not thread-safe. Buffers grow to the largest request and are reused (launch
+/// metadata is sized for the largest mask seen), so calls on different streams must be ordered by the caller: a call
+/// may reuse buffers that the previous call's work on another stream still reads.
 class Runtime {
  public:
   /// Binds to the current CUDA device and loads its plan table (embedded, or RuntimeOptions::plan_table_path).

@@ -142,7 +142,7 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
     if (p.membership) grow(out.member, member_array_bytes(p, bd.entries));
     if (p.pack) grow(out.gather_blocks, bd.entries * p.pack * 4);
     if (p.traversal == 2 && prep::run_major_in_emission(p)) {  // run tables of rows whose columns are not staged
-      grow(out.runs, mask.nnz * 4);
+      grow(out.runs, sized_nnz * 4);
     } else if (p.traversal == 2) {  // run-major: ascending rows in scratch, then the reorder
       if (!p.pack) grow(out.tmp_kv, bd.entries * 4);
       if (p.membership) grow(out.tmp_member, member_array_bytes(p, bd.entries));
@@ -183,6 +183,8 @@ void settle_speculative_prepare(DeviceTileMetadata& out, const DeviceMaskState& 
     throw Error(ErrorCode::kInternal, "metadata", "no speculative preparation fits this mask");
   out.mask_nnz = mask.nnz;
   out.speculative = false;
+  out.params.gate_active = out.params.gate_error = nullptr;  // they point into mu(M)'s scratch: not kept
+  out.params.gate_capacity = 0;
 }
 
 void finish_prepare_plan_gpu(DeviceTileMetadata& out, Stream stream) {

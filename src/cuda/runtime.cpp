@@ -292,7 +292,9 @@ void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptio
           spec_enqueued = true;
           spec_capacity = gate.capacity;
         } catch (const Error&) {
-          // not kept: the preparation after the wait raises whatever is wrong with this plan
+          // not kept: the preparation after the wait raises whatever is wrong with this plan (a failed allocation's
+          // error is cleared here, so that it is not reported by a later launch check)
+          (void)cudaGetLastError();
         }
         spec_us = us_between(t, Clock::now());
       };
@@ -322,7 +324,7 @@ void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptio
 
     const bool hit = spec_enqueued && m.plan == *spec && m.mask_state.nnz <= spec_capacity;
     if (!forced) memo->record(m.plan, spec_enqueued);
-    info.prepare_speculated = speculated;
+    info.prepare_speculated = spec_enqueued;
     info.prepare_speculation_hit = hit;
     if (speculated && !hit) {  // the real preparation may regrow buffers the queued speculative kernels hold
       const auto tw = Clock::now();

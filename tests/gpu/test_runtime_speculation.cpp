@@ -142,6 +142,43 @@ TEST(RuntimeSpeculation, LargerAndInvalidMasksFailTheGate) {
   EXPECT_LE(error_vs_reference(c), 1e-2);
 }
 
+// Run-major traversal with c_q = 1 keeps mu(M)-sized run tables in global memory when a CTA's 32 tile rows hold more
+// than 4,096 columns: the speculative preparation must size them for the gate's capacity (it once sized them from
+// mu(M)'s nnz, still 0 when the hook runs). A forced run-major plan on dense rows (150 KV blocks, 95 %) of a block-CSR
+// mask, speculated from the first call, then the same mask in dense form (mu(M)'s capacity from the CSR call holds it).
+TEST(RuntimeSpeculation, RunMajorRunTablesAreSizedForTheCapacity) {
+  TESSERA_REQUIRE_GPU();
+  Runtime rt;
+  GpuCase c = make_case(27, 16, 16, 2400, 2, 2, 128, DType::kBFloat16, 0.95);
+  std::string forced;
+  for (const std::string& id : rt.eligible_plans(c.req)) {
+    const Plan p = parse_plan_id(id);
+    if (forced.empty() && p.org.traversal == Traversal::kRunMajor && p.org.split == 1 && !p.org.persistent &&
+        p.q.kind != MappingKind::kCoarsen)
+      forced = id;
+  }
+  if (forced.empty()) GTEST_SKIP() << "no run-major c_q = 1 plan for 16 x 16 blocks in this build";
+  RunOptions o;
+  o.plan_id = forced;
+  const HostMaskState hs = build_mask_state_cpu(c.host_req.mask);
+  const std::size_t rows = static_cast<std::size_t>(hs.shape.rows());
+  ASSERT_GT(hs.col_indices.size(), rows * 4096 / 32);  // rows of about 142 active blocks: > 4,096 per 32 rows
+  DeviceMaskState csr = testing::upload_mask_state(hs);
+  AttentionRequest csr_req = c.req;
+  csr_req.mask = testing::device_csr_mask(csr);
+  poison(c);
+  rt.run(csr_req, nullptr, o);
+  testing::device_sync();
+  EXPECT_TRUE(rt.last_dispatch().prepare_speculated) << forced;
+  EXPECT_TRUE(rt.last_dispatch().prepare_speculation_hit) << forced;
+  EXPECT_LE(error_vs_reference(c), 1e-2) << forced;
+  for (int i = 0; i < 2; ++i) {
+    run_poisoned(rt, c, o);
+    EXPECT_TRUE(rt.last_dispatch().prepare_speculated);
+    EXPECT_LE(error_vs_reference(c), 1e-2) << forced << " call " << i;
+  }
+}
+
 // Masks of one shape whose statistics select different plans (a plan table of one split on density, written for the
 // test): a speculation that names another plan than the one selected is discarded (the stream is synchronized and
 // the selected plan prepared) and the output stays correct; after a miss the runtime waits until one plan is chosen
