@@ -144,12 +144,12 @@ TEST(RuntimeSpeculation, LargerAndInvalidMasksFailTheGate) {
 
 // Run-major traversal with c_q = 1 keeps mu(M)-sized run tables in global memory when a CTA's 32 tile rows hold more
 // than 4,096 columns: the speculative preparation must size them for the gate's capacity (it once sized them from
-// mu(M)'s nnz, still 0 when the hook runs). A forced run-major plan on dense rows (150 KV blocks, 95 %) of a block-CSR
+// mu(M)'s nnz, still 0 when the hook runs). A forced run-major plan on dense rows (250 KV blocks) of a block-CSR
 // mask, speculated from the first call, then the same mask in dense form (mu(M)'s capacity from the CSR call holds it).
 TEST(RuntimeSpeculation, RunMajorRunTablesAreSizedForTheCapacity) {
   TESSERA_REQUIRE_GPU();
   Runtime rt;
-  GpuCase c = make_case(27, 16, 16, 2400, 2, 2, 128, DType::kBFloat16, 0.95);
+  GpuCase c = make_case(27, 16, 16, 4000, 2, 2, 128, DType::kBFloat16, 0.95);
   std::string forced;
   for (const std::string& id : rt.eligible_plans(c.req)) {
     const Plan p = parse_plan_id(id);
@@ -162,7 +162,7 @@ TEST(RuntimeSpeculation, RunMajorRunTablesAreSizedForTheCapacity) {
   o.plan_id = forced;
   const HostMaskState hs = build_mask_state_cpu(c.host_req.mask);
   const std::size_t rows = static_cast<std::size_t>(hs.shape.rows());
-  ASSERT_GT(hs.col_indices.size(), rows * 4096 / 32);  // rows of about 142 active blocks: > 4,096 per 32 rows
+  ASSERT_GT(hs.col_indices.size(), rows * 4096 / 32);  // rows of about 180 active blocks: > 4,096 per 32 rows
   DeviceMaskState csr = testing::upload_mask_state(hs);
   AttentionRequest csr_req = c.req;
   csr_req.mask = testing::device_csr_mask(csr);
