@@ -146,6 +146,8 @@ TEST(RuntimeSpeculation, LargerAndInvalidMasksFailTheGate) {
 // than 4,096 columns: the speculative preparation must size them for the gate's capacity (it once sized them from
 // mu(M)'s nnz, still 0 when the hook runs). A forced run-major plan on dense rows (250 KV blocks) of a block-CSR
 // mask, speculated from the first call, then the same mask in dense form (mu(M)'s capacity from the CSR call holds it).
+// The overrun left the outputs correct on the H200 (it wrote into other allocations): compute-sanitizer memcheck on
+// this test found invalid global writes with the old sizing and 0 errors with the fix (session 9, calls 8-9).
 TEST(RuntimeSpeculation, RunMajorRunTablesAreSizedForTheCapacity) {
   TESSERA_REQUIRE_GPU();
   Runtime rt;
