@@ -47,6 +47,12 @@ void download_member(std::vector<std::uint64_t>& dst, const void* src, std::int6
 // Direct KV on logical rows in ascending order: the tile rows are mu(M)'s CSR (zero copy).
 bool is_zero_copy(const prep::PrepParams& p) { return prep::tile_offsets_are_mask_offsets(p) && p.traversal == 0; }
 
+// Whether the kernels compute the work items themselves (TileMetadataView::implicit_items): asked for, and the plan is
+// unsplit, not persistent, one item per CTA.
+bool uses_implicit_items(const Plan& plan, bool implicit_items) {
+  return implicit_items && plan.org.split == 1 && !plan.org.persistent && plan.org.group == 1;
+}
+
 }  // namespace
 
 TileMetadataView DeviceTileMetadata::view() const noexcept {
@@ -106,7 +112,7 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
   const bool zero_copy = is_zero_copy(p);
   out.mask_nnz = gate ? gate->capacity : mask.nnz;
   out.speculative = gate != nullptr;
-  out.implicit_items = implicit_items && p.split == 1 && !plan.org.persistent && plan.org.group == 1;
+  out.implicit_items = uses_implicit_items(plan, implicit_items);
 
   grow(out.items, bd.items * static_cast<std::int64_t>(sizeof(WorkItem)));
   grow(out.merge_offsets, (bd.merges + 1) * 4);
@@ -173,9 +179,7 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
 }
 
 bool prepare_plan_gpu_launches(const Plan& plan, bool implicit_items) {
-  const prep::PrepParams p = plan_mapping_params(plan);
-  const bool implicit = implicit_items && p.split == 1 && !plan.org.persistent && plan.org.group == 1;
-  return !(is_zero_copy(p) && implicit);
+  return !(is_zero_copy(plan_mapping_params(plan)) && uses_implicit_items(plan, implicit_items));
 }
 
 void settle_speculative_prepare(DeviceTileMetadata& out, const DeviceMaskState& mask) {
