@@ -44,6 +44,17 @@ HostTensor run_poisoned(Runtime& rt, GpuCase& c, const RunOptions& o = {}) {
   return testing::download(c.dout);
 }
 
+/// Runs case `c` (output poisoned first) with mu(M) `hs` given as a block-CSR mask in GPU memory instead of its dense
+/// mask, and waits for it.
+void run_csr_poisoned(Runtime& rt, GpuCase& c, const HostMaskState& hs, const RunOptions& o) {
+  const DeviceMaskState csr = testing::upload_mask_state(hs);
+  AttentionRequest r = c.req;
+  r.mask = testing::device_csr_mask(csr);
+  poison(c);
+  rt.run(r, nullptr, o);
+  testing::device_sync();
+}
+
 // Repeated new-mask requests of one shape: the first has no history (no speculation), the next ones keep the
 // speculative preparation, and every output matches the reference and, bit for bit, a runtime without speculation.
 TEST(RuntimeSpeculation, RepeatedRequestsKeepTheSpeculativePreparation) {
@@ -132,12 +143,7 @@ TEST(RuntimeSpeculation, LargerAndInvalidMasksFailTheGate) {
   for (std::int64_t i = 0; i < out.numel(); ++i) ASSERT_TRUE(std::isnan(out.get(i))) << i;
 
   // The valid CSR mask through the same runtime, forced plan speculated: correct.
-  DeviceMaskState good = testing::upload_mask_state(hs);
-  AttentionRequest good_req = c.req;
-  good_req.mask = testing::device_csr_mask(good);
-  poison(c);
-  rt.run(good_req, nullptr, o);
-  testing::device_sync();
+  run_csr_poisoned(rt, c, hs, o);
   EXPECT_TRUE(rt.last_dispatch().prepare_speculated);
   EXPECT_LE(error_vs_reference(c), 1e-2);
 }
@@ -165,12 +171,7 @@ TEST(RuntimeSpeculation, RunMajorRunTablesAreSizedForTheCapacity) {
   const HostMaskState hs = build_mask_state_cpu(c.host_req.mask);
   const std::size_t rows = static_cast<std::size_t>(hs.shape.rows());
   ASSERT_GT(hs.col_indices.size(), rows * 4096 / 32);  // rows of about 180 active blocks: > 4,096 per 32 rows
-  DeviceMaskState csr = testing::upload_mask_state(hs);
-  AttentionRequest csr_req = c.req;
-  csr_req.mask = testing::device_csr_mask(csr);
-  poison(c);
-  rt.run(csr_req, nullptr, o);
-  testing::device_sync();
+  run_csr_poisoned(rt, c, hs, o);
   EXPECT_TRUE(rt.last_dispatch().prepare_speculated) << forced;
   EXPECT_TRUE(rt.last_dispatch().prepare_speculation_hit) << forced;
   EXPECT_LE(error_vs_reference(c), 1e-2) << forced;
