@@ -71,49 +71,49 @@ int main(int argc, char** argv) {
   result["geometries"] = nlohmann::json::array();
 
   auto C = [](std::string l, std::string e, int tq, int tkv, bool packed, bool mem) { return Candidate{l, e, tq, tkv, packed, mem}; };
-  const std::string P = "mma.bf16.d128.";
+  const std::string P = "mma.bf16.d128.", W = "wgmma.bf16.d128.";
   std::vector<Family> fams = {
       {"Q16K16", 16, 16, 0.098, MaskKind::kBandRandom,
-       {C("q16d.kv16d", P + "t16x16.w1.s2", 16, 16, false, false), C("q16d.kv32p2", P + "t16x32.w2.s2", 16, 32, true, true),
+       {C("q64c4.kv64p4.wg", W + "t64x64.w8.s2", 64, 64, true, true), C("q128c8.kv128p8.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q16d.kv16d", P + "t16x16.w1.s2", 16, 16, false, false), C("q16d.kv32p2", P + "t16x32.w2.s2", 16, 32, true, true),
         C("q16d.kv64p4", P + "t16x64.w4.s2", 16, 64, true, true), C("q16d.kv64p4.s1", P + "t16x64.w4.s1", 16, 64, true, true),
         C("q16d.kv128p8", P + "t16x128.w4.s1", 16, 128, true, true), C("q32c2.kv64p4", P + "t32x64.w4.s2", 32, 64, true, true)}},
       {"Q32K16", 32, 16, 0.098, MaskKind::kBandRandom,
-       {C("q32d.kv32p2", P + "t32x32.w2.s2", 32, 32, true, true), C("q32d.kv64p4", P + "t32x64.w4.s2", 32, 64, true, true),
+       {C("q64c2.kv64p4.wg", W + "t64x64.w8.s2", 64, 64, true, true), C("q128c4.kv128p8.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q32d.kv32p2", P + "t32x32.w2.s2", 32, 32, true, true), C("q32d.kv64p4", P + "t32x64.w4.s2", 32, 64, true, true),
         C("q32d.kv128p8", P + "t32x128.w8.s1", 32, 128, true, true), C("q16r2.kv64p4", P + "t16x64.w4.s2", 16, 64, true, true),
         C("q16r2.kv64p4.s1", P + "t16x64.w4.s1", 16, 64, true, true), C("q64c2.kv64p4", P + "t64x64.w4.s2", 64, 64, true, true)}},
       {"Q32K32", 32, 32, 0.097, MaskKind::kBandRandom,
-       {C("q32d.kv32d", P + "t32x32.w2.s2", 32, 32, false, false), C("q32d.kv64p2", P + "t32x64.w4.s2", 32, 64, true, true),
+       {C("q64c2.kv64p2.wg", W + "t64x64.w8.s2", 64, 64, true, true), C("q128c4.kv128p4.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q32d.kv32d", P + "t32x32.w2.s2", 32, 32, false, false), C("q32d.kv64p2", P + "t32x64.w4.s2", 32, 64, true, true),
         C("q32d.kv128p4", P + "t32x128.w8.s1", 32, 128, true, true), C("q16r2.kv64p2", P + "t16x64.w4.s2", 16, 64, true, true),
         C("q64c2.kv32d", P + "t64x32.w4.s2", 64, 32, false, true)}},
       {"Q64K32", 64, 32, 0.097, MaskKind::kBandRandom,
-       {C("q64d.kv32d", P + "t64x32.w4.s2", 64, 32, false, false), C("q64d.kv64p2", P + "t64x64.w4.s2", 64, 64, true, true),
+       {C("q64d.kv64p2.wg", W + "t64x64.w8.s2", 64, 64, true, true), C("q64d.kv128p4.wg", W + "t64x128.w8.s2", 64, 128, true, true), C("q128c2.kv128p4.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q64d.kv32d", P + "t64x32.w4.s2", 64, 32, false, false), C("q64d.kv64p2", P + "t64x64.w4.s2", 64, 64, true, true),
         C("q64d.kv64p2.s3", P + "t64x64.w4.s3", 64, 64, true, true), C("q64d.kv128p4", P + "t64x128.w4.s1", 64, 128, true, true),
         C("q32r2.kv64p2", P + "t32x64.w4.s2", 32, 64, true, true), C("q32r2.kv128p4", P + "t32x128.w8.s1", 32, 128, true, true)}},
       {"Q64K64-HD", 64, 64, 0.050, MaskKind::kBandRandom,
-       {C("q64d.kv64d", P + "t64x64.w4.s2", 64, 64, false, false), C("q64d.kv64d.s3", P + "t64x64.w4.s3", 64, 64, false, false),
+       {C("q64d.kv64d.wg", W + "t64x64.w8.s2", 64, 64, false, false), C("q64d.kv128p2.wg", W + "t64x128.w8.s2", 64, 128, true, true), C("q128c2.kv64d.wg", W + "t128x64.w12.s2", 128, 64, false, true), C("q128c2.kv64d.wg.s4", W + "t128x64.w12.s4", 128, 64, false, true), C("q128c2.kv128p2.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q64d.kv64d", P + "t64x64.w4.s2", 64, 64, false, false), C("q64d.kv64d.s3", P + "t64x64.w4.s3", 64, 64, false, false),
         C("q64d.kv128p2", P + "t64x128.w4.s1", 64, 128, true, true), C("q32r2.kv64d", P + "t32x64.w4.s2", 32, 64, false, false),
         C("q128c2.kv64d", P + "t128x64.w4.s2", 128, 64, false, true), C("q128c2.kv64d.w8", P + "t128x64.w8.s2", 128, 64, false, true)}},
       {"Q64K64", 64, 64, 0.097, MaskKind::kBandRandom,
-       {C("q64d.kv64d", P + "t64x64.w4.s2", 64, 64, false, false), C("q64d.kv64d.s3", P + "t64x64.w4.s3", 64, 64, false, false),
+       {C("q64d.kv64d.wg", W + "t64x64.w8.s2", 64, 64, false, false), C("q64d.kv128p2.wg", W + "t64x128.w8.s2", 64, 128, true, true), C("q128c2.kv64d.wg", W + "t128x64.w12.s2", 128, 64, false, true), C("q128c2.kv64d.wg.s4", W + "t128x64.w12.s4", 128, 64, false, true), C("q128c2.kv128p2.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q64d.kv64d", P + "t64x64.w4.s2", 64, 64, false, false), C("q64d.kv64d.s3", P + "t64x64.w4.s3", 64, 64, false, false),
         C("q64d.kv128p2", P + "t64x128.w4.s1", 64, 128, true, true), C("q32r2.kv64d", P + "t32x64.w4.s2", 32, 64, false, false),
         C("q128c2.kv64d", P + "t128x64.w4.s2", 128, 64, false, true), C("q128c2.kv64d.w8", P + "t128x64.w8.s2", 128, 64, false, true)}},
       {"Q64K64-DD", 64, 64, 0.189, MaskKind::kBandRandom,
-       {C("q64d.kv64d", P + "t64x64.w4.s2", 64, 64, false, false), C("q64d.kv64d.s3", P + "t64x64.w4.s3", 64, 64, false, false),
+       {C("q64d.kv64d.wg", W + "t64x64.w8.s2", 64, 64, false, false), C("q64d.kv128p2.wg", W + "t64x128.w8.s2", 64, 128, true, true), C("q128c2.kv64d.wg", W + "t128x64.w12.s2", 128, 64, false, true), C("q128c2.kv64d.wg.s4", W + "t128x64.w12.s4", 128, 64, false, true), C("q128c2.kv128p2.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q64d.kv64d", P + "t64x64.w4.s2", 64, 64, false, false), C("q64d.kv64d.s3", P + "t64x64.w4.s3", 64, 64, false, false),
         C("q64d.kv128p2", P + "t64x128.w4.s1", 64, 128, true, true), C("q32r2.kv64d", P + "t32x64.w4.s2", 32, 64, false, false),
         C("q128c2.kv64d", P + "t128x64.w4.s2", 128, 64, false, true), C("q128c2.kv64d.w8", P + "t128x64.w8.s2", 128, 64, false, true)}},
       {"Q128K64", 128, 64, 0.097, MaskKind::kBandRandom,
-       {C("q128d.kv64d.w4", P + "t128x64.w4.s2", 128, 64, false, false), C("q128d.kv64d.w8", P + "t128x64.w8.s2", 128, 64, false, false),
+       {C("q128d.kv64d.wg", W + "t128x64.w12.s2", 128, 64, false, false), C("q128d.kv64d.wg.s4", W + "t128x64.w12.s4", 128, 64, false, false), C("q128d.kv128p2.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q128d.kv64d.w4", P + "t128x64.w4.s2", 128, 64, false, false), C("q128d.kv64d.w8", P + "t128x64.w8.s2", 128, 64, false, false),
         C("q128d.kv128p2", P + "t128x128.w8.s2", 128, 128, true, true), C("q64r2.kv64d", P + "t64x64.w4.s2", 64, 64, false, false)}},
       {"Q128K128", 128, 128, 0.099, MaskKind::kBandRandom,
-       {C("q128d.kv128d", P + "t128x128.w8.s2", 128, 128, false, false), C("q128d.kv64r2.w4", P + "t128x64.w4.s2", 128, 64, false, false),
+       {C("q128d.kv128d.wg", W + "t128x128.w12.s2", 128, 128, false, false), C("q128d.kv64r2.wg", W + "t128x64.w12.s2", 128, 64, false, false), C("q128d.kv128d", P + "t128x128.w8.s2", 128, 128, false, false), C("q128d.kv64r2.w4", P + "t128x64.w4.s2", 128, 64, false, false),
         C("q128d.kv64r2.w8", P + "t128x64.w8.s2", 128, 64, false, false)}},
       {"Dense", 128, 128, 1.0, MaskKind::kDense,
-       {C("q128d.kv64r2.w4", P + "t128x64.w4.s2", 128, 64, false, false), C("q128d.kv64r2.w8", P + "t128x64.w8.s2", 128, 64, false, false),
+       {C("q128d.kv128d.wg", W + "t128x128.w12.s2", 128, 128, false, false), C("q128d.kv64r2.w4", P + "t128x64.w4.s2", 128, 64, false, false), C("q128d.kv64r2.w8", P + "t128x64.w8.s2", 128, 64, false, false),
         C("q128d.kv128d", P + "t128x128.w8.s2", 128, 128, false, false)}},
   };
   std::vector<Family> wan_fams = {
       {"Wan720p-Q64K64", 64, 64, 0.100, MaskKind::kBandRandom,
-       {C("q64d.kv64d", P + "t64x64.w4.s2", 64, 64, false, false), C("q64d.kv64d.s3", P + "t64x64.w4.s3", 64, 64, false, false),
+       {C("q64d.kv64d.wg", W + "t64x64.w8.s2", 64, 64, false, false), C("q64d.kv128p2.wg", W + "t64x128.w8.s2", 64, 128, true, true), C("q128c2.kv64d.wg", W + "t128x64.w12.s2", 128, 64, false, true), C("q128c2.kv64d.wg.s4", W + "t128x64.w12.s4", 128, 64, false, true), C("q128c2.kv128p2.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q64d.kv64d", P + "t64x64.w4.s2", 64, 64, false, false), C("q64d.kv64d.s3", P + "t64x64.w4.s3", 64, 64, false, false),
         C("q32r2.kv64d", P + "t32x64.w4.s2", 32, 64, false, false), C("q128c2.kv64d", P + "t128x64.w4.s2", 128, 64, false, true)}}};
 
   struct Geo { std::string name; int b, n, h, d; std::vector<Family>* fams; };

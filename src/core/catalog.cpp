@@ -7,18 +7,19 @@
 #include <string>
 
 #include "core/arch_limits.hpp"
-#include "kernels/mma/config.cuh"  // plain C++: the shared-memory layout of the Mma kernels
+#include "kernels/mma/config.cuh"    // plain C++: the shared-memory layout of the Mma kernels
+#include "kernels/wgmma/config.cuh"  // ... and of the Wgmma kernels
 
 namespace tessera {
 
 namespace {
 
 /// Dynamic shared memory of an entry, from the same Config the kernels are compiled with (element type: any
-/// 2-byte type; the layout depends only on D, tiles, warps and stages). 0 for Wgmma (not implemented yet).
+/// 2-byte type; the layout depends only on D, tiles, warps and stages).
 template <KernelFamily F, int D, int TQ, int TKV, int W, int S>
 constexpr std::size_t entry_smem_bytes() {
   if constexpr (F == KernelFamily::kMma) return kernels::mma::Config<std::uint16_t, D, TQ, TKV, W, S>::kSmemBytes;
-  else return 0;
+  else return kernels::wgmma::Config<std::uint16_t, D, TQ, TKV, W, S>::kSmemBytes;
 }
 
 #define TESSERA_CATALOG_ENTRY(name, family, dtype, head_dim, tile_q, tile_kv, warps, stages)                 \

@@ -24,8 +24,8 @@ struct CatalogEntry {
   int tile_kv;            ///< T_KV
   int warps;              ///< warps per CTA
   int stages;             ///< K/V pipeline stages
-  /// Dynamic shared memory per CTA in bytes (Mma: Config::kSmemBytes of src/kernels/mma/config.cuh, the amount
-  /// the launcher asks for); 0 where the family does not state it yet (Wgmma: not implemented).
+  /// Dynamic shared memory per CTA in bytes: Config::kSmemBytes of src/kernels/mma/config.cuh or
+  /// src/kernels/wgmma/config.cuh, the amount the launcher asks for.
   std::size_t smem_bytes = 0;
 };
 

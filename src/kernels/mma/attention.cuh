@@ -14,33 +14,9 @@
 #include "kernels/mma/masking.cuh"
 #include "kernels/mma/softmax.cuh"
 #include "kernels/mma/tile_load.cuh"
+#include "kernels/output.cuh"
 
 namespace tessera::kernels::mma {
-
-/// Writes the final row r of the tile (columns c, c+1; already normalized) to O or to the split-KV partial.
-template <class Cfg>
-__device__ __forceinline__ void store_pair(const AttentionParams& p, const WorkItem& it, int r, int c, float x,
-                                           float y) {
-  using T = typename Cfg::Elem;
-  if (it.partial < 0) {
-    T* orow = static_cast<T*>(p.o) + it.batch * p.o_stride_b + std::int64_t(it.q_start + r) * p.o_stride_n +
-              it.head * p.o_stride_h;
-    *reinterpret_cast<std::uint32_t*>(orow + c) = ptx::pack2<T>(x, y);
-  } else {
-    float* orow = p.o_partial + (std::int64_t(it.partial) * Cfg::TQ + r) * Cfg::D;
-    *reinterpret_cast<float2*>(orow + c) = make_float2(x, y);
-  }
-}
-
-/// Writes LSE (natural log) of row r of the tile.
-template <class Cfg>
-__device__ __forceinline__ void store_lse(const AttentionParams& p, const WorkItem& it, int r, float lse) {
-  if (it.partial < 0) {
-    if (p.lse != nullptr) p.lse[it.batch * p.lse_stride_b + it.head * p.lse_stride_h + it.q_start + r] = lse;
-  } else {
-    p.lse_partial[std::int64_t(it.partial) * Cfg::TQ + r] = lse;
-  }
-}
 
 template <class Cfg, KvVariant V>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) attention_kernel(const AttentionParams p) {

@@ -1,0 +1,63 @@
+#pragma once
+// Compile-time configuration of one wgmma attention kernel (one Wgmma catalog entry). Plain C++ (no CUDA headers):
+// src/core/catalog.cpp computes each entry's shared memory from the same struct.
+//
+// Roles (FlashAttention-3's warp specialization): warpgroup 0 is the producer (one elected thread of its first
+// warp issues every TMA load; the warpgroup lowers its registers to kProducerRegs), warpgroups 1..kConsumers each
+// own 64 query rows of the T_Q-row tile and run S = Q K^T (wgmma SS), the online softmax and O += P V (wgmma RS,
+// P from registers) with kConsumerRegs registers. W = 4 * (1 + T_Q / 64) warps.
+//
+// Shared memory (every operand 128-byte swizzled in 64-column panels of 128-byte rows, as TMA writes it):
+//   Q [kPanels][T_Q][64] | K [S][kPanels][T_KV][64] | V [S][kPanels][T_KV][64] | mbarriers
+// Separate K and V rings of S stages each, so S = Q K^T of tile j can start before V(j) has landed.
+#include <cstddef>
+
+namespace tessera::kernels::wgmma {
+
+/// T: __nv_bfloat16 or __half (any 2-byte type for the host). D: head_dim. TQ x TKV: physical tile. W: warps
+/// (producer warpgroup included). S: stages of the K ring and of the V ring.
+template <class T, int D_, int TQ_, int TKV_, int W_, int S_>
+struct Config {
+  using Elem = T;
+  static constexpr int D = D_, TQ = TQ_, TKV = TKV_, W = W_, S = S_;
+  static constexpr int kConsumers = TQ / 64;  // consumer warpgroups, 64 query rows each
+  static constexpr int kThreads = W * 32;
+  static constexpr int kPanels = D / 64;      // 64-element (128-byte) column panels per row
+  static constexpr std::size_t kRowBytes = 128;
+  static constexpr std::size_t kQPanelBytes = std::size_t(TQ) * kRowBytes;
+  static constexpr std::size_t kKvPanelBytes = std::size_t(TKV) * kRowBytes;
+  static constexpr std::size_t kQBytes = kQPanelBytes * kPanels;
+  static constexpr std::size_t kKvBytes = kKvPanelBytes * kPanels;  // one K or V stage
+  static constexpr std::size_t kQOffset = 0;
+  static constexpr std::size_t kKOffset = kQOffset + kQBytes;
+  static constexpr std::size_t kVOffset = kKOffset + S * kKvBytes;
+  static constexpr std::size_t kBarrierOffset = kVOffset + S * kKvBytes;
+  static constexpr int kBarriers = 1 + 4 * S;  // q_full, k_full[S], k_empty[S], v_full[S], v_empty[S]
+  // The dynamic shared-memory window is only 16-byte aligned: the kernel rounds its base up to 1024 bytes
+  // (128-byte swizzle atoms), hence the slack.
+  static constexpr std::size_t kAlignSlack = 1024;
+  static constexpr std::size_t kSmemBytes = kBarrierOffset + kBarriers * 8 + kAlignSlack;
+  // Arrivals that release a stage: one per consumer warp (lane 0, after the warp's wgmma reads have retired).
+  static constexpr int kConsumerWarps = 4 * kConsumers;
+  // CTAs per SM asked of ptxas (__launch_bounds__): two for one-consumer tiles, one otherwise. That caps the
+  // registers at entry below what the consumers then raise themselves to (setmaxnreg.inc must not lower them); two
+  // such CTAs are resident when their shared memory fits too.
+  static constexpr int kMinBlocks = kConsumers == 1 ? 2 : 1;
+  // Register split (setmaxnreg): the CTA's registers at entry are 64K / (kThreads * kMinBlocks) per thread, rounded
+  // down to 8; the producer gives back all but 24 and the consumers take them.
+  static constexpr int kEntryRegs = (65536 / (kThreads * kMinBlocks)) / 8 * 8;
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegsRaw = kEntryRegs + (kEntryRegs - kProducerRegs) / kConsumers;
+  static constexpr int kConsumerRegs = (kConsumerRegsRaw > 240 ? 240 : kConsumerRegsRaw) / 8 * 8;
+
+  static_assert(D == 64 || D == 128, "head_dim 64 or 128");
+  static_assert(TQ == 64 || TQ == 128, "T_Q = 64 x consumer warpgroups (1 or 2)");
+  static_assert(W == 4 * (1 + kConsumers), "W counts the producer warpgroup and the consumers' 4 warps each");
+  static_assert(TKV == 64 || TKV == 128, "T_KV: a wgmma N the PTX layer provides (64 or 128)");
+  static_assert(S >= 1 && S <= 4, "1-4 stages per ring");
+  static_assert(kSmemBytes <= 227 * 1024, "fits sm_90a's 227 KB of shared memory per CTA");
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= kEntryRegs * kThreads,
+                "the register split fits the CTA's registers");
+};
+
+}  // namespace tessera::kernels::wgmma

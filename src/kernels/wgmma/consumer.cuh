@@ -1,0 +1,153 @@
+#pragma once
+// The consumer role: warpgroup c (0 .. kConsumers-1) owns query rows 64 c .. 64 c + 63 of the tile. Per entry j of
+// the work item (FlashAttention-3's intra-warpgroup overlap):
+//
+//   wait K(j); issue S(j) = Q K(j)^T (SS)               | commit
+//   j > 0: wait V(j-1); issue O += P(j-1) V(j-1) (RS)   | commit
+//   wait until S(j) retired (PV(j-1) may still run); release K(j)
+//   mask S(j); softmax score step (new maxima, P(j) = exp2(...), alpha)
+//   j > 0: wait until PV(j-1) retired; release V(j-1)
+//   O *= alpha; pack P(j) into A fragments
+//
+// and after the last entry O += P(n-1) V(n-1). The softmax of tile j thus overlaps the PV product of tile j-1.
+// Deadlock freedom: the producer issues K(0), V(0), K(1), V(1), ... and waits only for stages the consumers release
+// after reading them; the consumers wait for K(j) before V(j-1), both issued earlier, so every wait is for a load
+// already issued or issuable.
+#include <cstdint>
+
+#include "kernels/output.cuh"
+#include "kernels/ptx/wgmma.cuh"
+#include "kernels/wgmma/masking.cuh"
+#include "kernels/wgmma/params.cuh"
+#include "kernels/wgmma/pipeline.cuh"
+#include "kernels/wgmma/softmax.cuh"
+
+namespace tessera::kernels::wgmma {
+
+/// Descriptor strides of the 128-byte-swizzled operands (ptx/wgmma.cuh): K-major (Q, K) and MN-major (V).
+inline constexpr std::uint32_t kAtomBytes = 1024;  // 8 rows x 128 bytes
+
+/// S = Q K^T over the head dimension: D / 16 wgmma k steps (32 bytes each inside a 128-byte panel row).
+template <class Cfg>
+__device__ __forceinline__ void qk_gemm(float (&s)[Cfg::TKV / 2], std::uint32_t q_rows, std::uint32_t k_stage) {
+  using T = typename Cfg::Elem;
+  ptx::wgmma_fence();  // as every batch: orders earlier register writes before the wgmma access them
+#pragma unroll
+  for (int kk = 0; kk < Cfg::D / 16; ++kk) {
+    const std::uint32_t off = (kk % 4) * 32;  // k step inside the 128-byte row of panel kk / 4
+    const std::uint64_t da = ptx::make_smem_desc(q_rows + (kk / 4) * Cfg::kQPanelBytes + off, 16, kAtomBytes);
+    const std::uint64_t db = ptx::make_smem_desc(k_stage + (kk / 4) * Cfg::kKvPanelBytes + off, 16, kAtomBytes);
+    ptx::wgmma_ss<Cfg::TKV, 0, T>(s, da, db, kk > 0);
+  }
+}
+
+/// O += P V over the tile's kv rows: T_KV / 16 wgmma k steps of 16 rows (2048 bytes) each; V is MN-major, its
+/// 64-column panels kKvPanelBytes apart.
+template <class Cfg>
+__device__ __forceinline__ void pv_gemm(float (&o)[Cfg::D / 2], const std::uint32_t (&pf)[Cfg::TKV / 16][4],
+                                        std::uint32_t v_stage) {
+  using T = typename Cfg::Elem;
+  ptx::wgmma_fence();  // O was rescaled and P packed by ordinary instructions
+#pragma unroll
+  for (int kk = 0; kk < Cfg::TKV / 16; ++kk) {
+    const std::uint64_t db =
+        ptx::make_smem_desc(v_stage + kk * 16 * Cfg::kRowBytes, Cfg::kKvPanelBytes, kAtomBytes);
+    ptx::wgmma_rs<Cfg::D, 1, T>(o, pf[kk], db, true);
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void fence_all(float (&x)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) ptx::fence_operand(x[i]);
+}
+
+/// The consumer warpgroup `wg`'s whole work for item `it`, epilogue included.
+template <class Cfg, KvVariant V>
+__device__ __forceinline__ void consumer_loop(const KernelParams& kp, const WorkItem& it, unsigned char* smem,
+                                              const Barriers<Cfg>& bar, int wg) {
+  using T = typename Cfg::Elem;
+  const AttentionParams& p = kp.p;
+  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+  const int row0 = wg * 64 + warp * 16 + lane / 4;  // tile row of the thread's first row
+  // Entry count as a warp-uniform value (a shuffle from lane 0), so that the loop is not a divergent path.
+  const int n = __shfl_sync(0xffffffffu, it.entry_end - it.entry_begin, 0);
+  const std::uint32_t base = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
+  const std::uint32_t q_rows = base + Cfg::kQOffset + wg * 64 * Cfg::kRowBytes;
+  const float scale_log2 = p.scale * 1.4426950408889634f;
+
+  float o[Cfg::D / 2];
+#pragma unroll
+  for (int i = 0; i < Cfg::D / 2; ++i) o[i] = 0.f;
+  std::uint32_t pf[Cfg::TKV / 16][4];
+  RowState st;
+  PipelineState<Cfg::S> kr, vr;  // K(j) and V(j-1) read positions
+
+  if (n > 0) {
+    consumer_wait(bar.q_full, 0, 0);
+    // Tile 0: S(0), softmax; nothing to overlap with yet.
+    {
+      float s[Cfg::TKV / 2];
+      consumer_wait(bar.k_full, kr.stage, kr.phase);
+      qk_gemm<Cfg>(s, q_rows, base + Cfg::kKOffset + kr.stage * Cfg::kKvBytes);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      fence_all(s);
+      consumer_release(bar.k_empty, kr.stage);
+      kr.advance();
+      mask_scores<Cfg, V>(s, p, it.entry_begin, row0, lane);
+      float alpha[2];
+      softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);  // alpha = 0: O is still 0
+      pack_p<Cfg::TKV, T>(s, pf);
+    }
+    for (int j = 1; j < n; ++j) {
+      float s[Cfg::TKV / 2];
+      consumer_wait(bar.k_full, kr.stage, kr.phase);
+      fence_all(o);
+      qk_gemm<Cfg>(s, q_rows, base + Cfg::kKOffset + kr.stage * Cfg::kKvBytes);
+      ptx::wgmma_commit();
+      consumer_wait(bar.v_full, vr.stage, vr.phase);
+      pv_gemm<Cfg>(o, pf, base + Cfg::kVOffset + vr.stage * Cfg::kKvBytes);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<1>();  // S(j) retired; PV(j-1) may still run
+      fence_all(s);
+      consumer_release(bar.k_empty, kr.stage);
+      kr.advance();
+      mask_scores<Cfg, V>(s, p, it.entry_begin + j, row0, lane);
+      float alpha[2];
+      softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);
+      ptx::wgmma_wait<0>();  // PV(j-1) retired
+      fence_all(o);
+      consumer_release(bar.v_empty, vr.stage);
+      vr.advance();
+      rescale_o<Cfg::D>(o, alpha);
+      pack_p<Cfg::TKV, T>(s, pf);
+    }
+    consumer_wait(bar.v_full, vr.stage, vr.phase);
+    fence_all(o);
+    pv_gemm<Cfg>(o, pf, base + Cfg::kVOffset + vr.stage * Cfg::kKvBytes);
+    ptx::wgmma_commit();
+    ptx::wgmma_wait<0>();
+    fence_all(o);
+    consumer_release(bar.v_empty, vr.stage);
+  }
+
+  // Epilogue: normalize and write the thread's two rows (rows past q_len belong to no query of this item).
+  const int t2 = 2 * (lane & 3);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = st.l[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int r = row0 + 8 * h;
+    if (r >= it.q_len) continue;
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+    for (int i = 0; i < Cfg::D / 8; ++i)
+      store_pair<Cfg>(p, it, r, 8 * i + t2, o[4 * i + 2 * h] * inv, o[4 * i + 2 * h + 1] * inv);
+    if ((lane & 3) == 0)
+      store_lse<Cfg>(p, it, r, l > 0.f ? (st.m[h] + __log2f(l)) * 0.6931471805599453f : -INFINITY);
+  }
+}
+
+}  // namespace tessera::kernels::wgmma

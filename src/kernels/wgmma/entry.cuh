@@ -1,0 +1,63 @@
+#pragma once
+// Host launcher of one Wgmma catalog entry (included by the generated per-entry translation units): encodes the
+// launch's TMA tensor maps, instantiates the entry's three kernel variants and launches the one asked for.
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "cuda/check.cuh"
+#include "kernels/launch.hpp"
+#include "kernels/wgmma/attention.cuh"
+#include "kernels/wgmma/tensor_map.hpp"
+
+namespace tessera::kernels::wgmma {
+
+/// The TMA view of operand q, k or v of `p`: `rows` tokens per box.
+inline TensorMapSpec operand_spec(const AttentionParams& p, const void* base, bool query, std::int64_t sb,
+                                  std::int64_t sn, std::int64_t sh, int rows) {
+  TensorMapSpec s;
+  s.base = base;
+  s.dtype = p.dtype;
+  s.batch = p.batch;
+  s.tokens = query ? p.n_q : p.n_kv;
+  s.heads = query ? p.h_q : p.h_kv;
+  s.head_dim = p.head_dim;
+  s.stride_b = sb, s.stride_n = sn, s.stride_h = sh;
+  s.box_rows = rows;
+  return s;
+}
+
+template <class Cfg, KvVariant V>
+void launch_variant(const AttentionParams& p, Stream stream) {
+  auto* fn = &attention_kernel<Cfg, V>;
+  // The shared-memory opt-in is a per-device attribute of the kernel: set once per device (see mma/entry.cuh).
+  static std::atomic<std::uint64_t> opted_in{0};
+  int dev = 0;
+  TESSERA_CUDA_CHECK(cudaGetDevice(&dev));
+  const std::uint64_t bit = dev < 64 ? std::uint64_t{1} << dev : 0;
+  if (bit == 0 || !(opted_in.load(std::memory_order_relaxed) & bit)) {
+    TESSERA_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Cfg::kSmemBytes)));
+    opted_in.fetch_or(bit, std::memory_order_relaxed);
+  }
+  if (p.meta.n_items == 0) return;
+  KernelParams kp;
+  kp.p = p;
+  const int kv_rows = V == KvVariant::kPacked ? p.block_kv : Cfg::TKV;
+  encode_tensor_map(kp.q, operand_spec(p, p.q, true, p.q_stride_b, p.q_stride_n, p.q_stride_h, Cfg::TQ), "q");
+  encode_tensor_map(kp.k, operand_spec(p, p.k, false, p.k_stride_b, p.k_stride_n, p.k_stride_h, kv_rows), "k");
+  encode_tensor_map(kp.v, operand_spec(p, p.v, false, p.v_stride_b, p.v_stride_n, p.v_stride_h, kv_rows), "v");
+  fn<<<p.meta.n_items, Cfg::kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(kp);
+  TESSERA_CUDA_CHECK_LAUNCH();
+}
+
+template <class Cfg>
+void launch_entry(KvVariant v, const AttentionParams& p, Stream stream) {
+  switch (v) {
+    case KvVariant::kSpan: launch_variant<Cfg, KvVariant::kSpan>(p, stream); break;
+    case KvVariant::kSpanMasked: launch_variant<Cfg, KvVariant::kSpanMasked>(p, stream); break;
+    case KvVariant::kPacked: launch_variant<Cfg, KvVariant::kPacked>(p, stream); break;
+  }
+}
+
+}  // namespace tessera::kernels::wgmma

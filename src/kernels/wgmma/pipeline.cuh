@@ -1,0 +1,73 @@
+#pragma once
+// The K and V stage rings: S stages each, a "full" mbarrier per stage (the producer's TMA transaction completes it)
+// and an "empty" one (one arrival per consumer warp releases it). One PipelineState per role walks the stages;
+// the phase flips when the stage index wraps. Producer and consumers walk the same entry sequence (one stage per
+// KV tile of the work item), so they agree on every stage and phase by construction.
+#include <cstdint>
+
+#include "kernels/ptx/mbarrier.cuh"
+#include "kernels/wgmma/config.cuh"
+
+namespace tessera::kernels::wgmma {
+
+/// Position in a ring of S stages: stage index and the parity of the phase a consumer waits for there.
+template <int S>
+struct PipelineState {
+  int stage = 0;
+  std::uint32_t phase = 0;
+  __device__ __forceinline__ void advance() {
+    if (++stage == S) stage = 0, phase ^= 1u;
+  }
+};
+
+/// The CTA's barriers, carved from shared memory (Config::kBarrierOffset).
+template <class Cfg>
+struct Barriers {
+  std::uint64_t* q_full;   // [1]: Q has landed
+  std::uint64_t* k_full;   // [S]
+  std::uint64_t* k_empty;  // [S]
+  std::uint64_t* v_full;   // [S]
+  std::uint64_t* v_empty;  // [S]
+
+  __device__ __forceinline__ explicit Barriers(unsigned char* base) {
+    auto* b = reinterpret_cast<std::uint64_t*>(base + Cfg::kBarrierOffset);
+    q_full = b;
+    k_full = b + 1;
+    k_empty = k_full + Cfg::S;
+    v_full = k_empty + Cfg::S;
+    v_empty = v_full + Cfg::S;
+  }
+  /// One thread: full barriers wait for one arrival (the producer's, with its transaction bytes), empty barriers for
+  /// every consumer warp.
+  __device__ __forceinline__ void init() const {
+    ptx::mbarrier_init(q_full, 1);
+    for (int s = 0; s < Cfg::S; ++s) {
+      ptx::mbarrier_init(k_full + s, 1);
+      ptx::mbarrier_init(v_full + s, 1);
+      ptx::mbarrier_init(k_empty + s, Cfg::kConsumerWarps);
+      ptx::mbarrier_init(v_empty + s, Cfg::kConsumerWarps);
+    }
+    ptx::fence_barrier_init();
+  }
+};
+
+/// Producer side: waits until stage st of a ring is free (the consumers released its previous use; a fresh
+/// barrier counts as released), then arms its full barrier with the stage's transaction bytes.
+__device__ __forceinline__ void producer_acquire(std::uint64_t* empty, std::uint64_t* full, int stage,
+                                                 std::uint32_t phase, std::uint32_t bytes) {
+  ptx::mbarrier_wait(empty + stage, phase ^ 1u);
+  ptx::mbarrier_arrive_expect_tx(full + stage, bytes);
+}
+
+/// Consumer side: waits until stage st has landed.
+__device__ __forceinline__ void consumer_wait(std::uint64_t* full, int stage, std::uint32_t phase) {
+  ptx::mbarrier_wait(full + stage, phase);
+}
+
+/// Consumer side, every thread of a consumer warp after its wgmma reads of the stage retired (the warp's
+/// wgmma_wait): lane 0 releases (predicated, no branch).
+__device__ __forceinline__ void consumer_release(std::uint64_t* empty, int stage) {
+  ptx::mbarrier_arrive_if(empty + stage, (threadIdx.x & 31) == 0);
+}
+
+}  // namespace tessera::kernels::wgmma
