@@ -21,11 +21,11 @@ for o in build/gpu/src/kernels/CMakeFiles/tessera_kernels.dir/generated/entry_wg
 done > "$L/sass_summary.txt" 2>&1
 stamp "sass"; cut -c1-150 "$L/sass_summary.txt" | head -40
 if [ "${SAN:-1}" = 1 ]; then
-  for tool in memcheck racecheck synccheck; do
-    timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 $T \
-      --gtest_filter='PtxSm90.*:Catalog/MmaAttention.*/wgmma_bf16_d128_t128x128_w12_s2:Catalog/MmaAttention.*/wgmma_bf16_d128_t64x64_w8_s2' \
-      > "$L/$tool.log" 2>&1
-    stamp "$tool rc=$?"; tail -2 "$L/$tool.log"
+  E1='Catalog/MmaAttention.*/wgmma_bf16_d128_t128x128_w12_s2' E2='Catalog/MmaAttention.*/wgmma_bf16_d128_t64x64_w8_s2'
+  for run in "memcheck PtxSm90.*:$E1" "racecheck $E2" "synccheck $E1"; do
+    set -- $run
+    timeout "${SAN_SECONDS:-90}" compute-sanitizer --tool "$1" --error-exitcode 9 $T --gtest_filter="$2" > "$L/$1.log" 2>&1
+    stamp "$1 rc=$?"; tail -2 "$L/$1.log"
   done
 fi
 if [ "${BENCH:-1}" = 1 ]; then
