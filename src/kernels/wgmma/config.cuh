@@ -39,14 +39,16 @@ struct Config {
   static constexpr std::size_t kSmemBytes = kBarrierOffset + kBarriers * 8 + kAlignSlack;
   // Arrivals that release a stage: one per consumer warp (lane 0, after the warp's wgmma reads have retired).
   static constexpr int kConsumerWarps = 4 * kConsumers;
+  static constexpr int kMaxSlots = 8;  // packed KV slots per tile (c_kv <= 8)
   // CTAs per SM asked of ptxas (__launch_bounds__): two for one-consumer tiles, one otherwise. That caps the
   // registers at entry below what the consumers then raise themselves to (setmaxnreg.inc must not lower them); two
   // such CTAs are resident when their shared memory fits too.
   static constexpr int kMinBlocks = kConsumers == 1 ? 2 : 1;
   // Register split (setmaxnreg): the CTA's registers at entry are 64K / (kThreads * kMinBlocks) per thread, rounded
-  // down to 8; the producer gives back all but 24 and the consumers take them.
+  // down to 8; the producer keeps kProducerRegs (enough for the next entry's slot rows, prefetched) and the
+  // consumers take the rest: 40 / 232 with two consumer warpgroups, 56 / 200 with one.
   static constexpr int kEntryRegs = (65536 / (kThreads * kMinBlocks)) / 8 * 8;
-  static constexpr int kProducerRegs = 24;
+  static constexpr int kProducerRegs = kConsumers == 1 ? 56 : 40;
   static constexpr int kConsumerRegsRaw = kEntryRegs + (kEntryRegs - kProducerRegs) / kConsumers;
   static constexpr int kConsumerRegs = (kConsumerRegsRaw > 240 ? 240 : kConsumerRegsRaw) / 8 * 8;
 

@@ -81,6 +81,8 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Work
   for (int i = 0; i < Cfg::D / 2; ++i) o[i] = 0.f;
   std::uint32_t pf[Cfg::TKV / 16][4];
   RowState st;
+  TileMask<Cfg, V> mask;
+  mask.init(p, row0);
   PipelineState<Cfg::S> kr, vr;  // K(j) and V(j-1) read positions
 
   if (n > 0) {
@@ -95,7 +97,7 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Work
       fence_all(s);
       consumer_release(bar.k_empty, kr.stage);
       kr.advance();
-      mask_scores<Cfg, V>(s, p, it.entry_begin, row0, lane);
+      mask.apply(s, p, it.entry_begin, lane);
       float alpha[2];
       softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);  // alpha = 0: O is still 0
       pack_p<Cfg::TKV, T>(s, pf);
@@ -113,7 +115,7 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Work
       fence_all(s);
       consumer_release(bar.k_empty, kr.stage);
       kr.advance();
-      mask_scores<Cfg, V>(s, p, it.entry_begin + j, row0, lane);
+      mask.apply(s, p, it.entry_begin + j, lane);
       float alpha[2];
       softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);
       ptx::wgmma_wait<0>();  // PV(j-1) retired

@@ -15,27 +15,48 @@
 
 namespace tessera::kernels::wgmma {
 
-/// Loads entry e's K or V tile (map: kp.k or kp.v) into the stage at `dst`, completing on `bar`.
+/// Where the rows of one entry's KV tile start: span: rows[0] = kv_tile[e] * T_KV; packed: rows[j] = the first
+/// token of slot j's logical block, or N_kv for an empty slot (j < c_kv).
 template <class Cfg, KvVariant V>
-__device__ __forceinline__ void load_kv_tile(const AttentionParams& p, const CUtensorMap* map, unsigned char* dst,
-                                             std::int64_t e, int kv_head, int batch, std::uint64_t* bar) {
-  if constexpr (V == KvVariant::kPacked) {
-    const int c = p.meta.c_kv_gather;
-    for (int j = 0; j < c; ++j) {
-      const int g = __ldg(p.meta.gather_blocks + e * c + j);
-      const int row = g >= 0 ? g * p.block_kv : p.n_kv;
+struct TileRows {
+  static constexpr int kSlots = V == KvVariant::kPacked ? Cfg::kMaxSlots : 1;
+  int rows[kSlots];
+
+  /// Reads entry e's metadata (global loads; issued one entry ahead of their use so their latency hides behind the
+  /// wait for a free stage).
+  __device__ __forceinline__ void load(const AttentionParams& p, std::int64_t e) {
+    if constexpr (V == KvVariant::kPacked) {
+      const int c = p.meta.c_kv_gather;
+#pragma unroll
+      for (int j = 0; j < kSlots; ++j) {
+        const int g = j < c ? __ldg(p.meta.gather_blocks + e * c + j) : -1;
+        rows[j] = g >= 0 ? g * p.block_kv : p.n_kv;
+      }
+    } else {
+      rows[0] = __ldg(p.meta.kv_tile + e) * Cfg::TKV;
+    }
+  }
+
+  /// Issues the TMA loads of the tile (map: kp.k or kp.v) into the stage at `dst`, completing on `bar`.
+  __device__ __forceinline__ void issue(const AttentionParams& p, const CUtensorMap* map, unsigned char* dst,
+                                        int kv_head, int batch, std::uint64_t* bar) const {
+    if constexpr (V == KvVariant::kPacked) {
+      const int c = p.meta.c_kv_gather;
+#pragma unroll
+      for (int j = 0; j < kSlots; ++j) {
+        if (j >= c) break;
+#pragma unroll
+        for (int panel = 0; panel < Cfg::kPanels; ++panel)
+          ptx::tma_load_4d(dst + panel * Cfg::kKvPanelBytes + std::size_t(j) * p.block_kv * Cfg::kRowBytes, map,
+                           panel * 64, rows[j], kv_head, batch, bar);
+      }
+    } else {
 #pragma unroll
       for (int panel = 0; panel < Cfg::kPanels; ++panel)
-        ptx::tma_load_4d(dst + panel * Cfg::kKvPanelBytes + std::size_t(j) * p.block_kv * Cfg::kRowBytes, map,
-                         panel * 64, row, kv_head, batch, bar);
+        ptx::tma_load_4d(dst + panel * Cfg::kKvPanelBytes, map, panel * 64, rows[0], kv_head, batch, bar);
     }
-  } else {
-    const int row = __ldg(p.meta.kv_tile + e) * Cfg::TKV;
-#pragma unroll
-    for (int panel = 0; panel < Cfg::kPanels; ++panel)
-      ptx::tma_load_4d(dst + panel * Cfg::kKvPanelBytes, map, panel * 64, row, kv_head, batch, bar);
   }
-}
+};
 
 /// The producer's whole work for item `it` (one thread).
 template <class Cfg, KvVariant V>
@@ -45,6 +66,8 @@ __device__ __forceinline__ void producer_loop(const KernelParams& kp, const Work
   const int n = it.entry_end - it.entry_begin;
   if (n <= 0) return;  // empty row: the consumers write O = 0, LSE = -inf without waiting
   const int kv_head = it.head / (p.h_q / p.h_kv);
+  TileRows<Cfg, V> cur, next;
+  cur.load(p, it.entry_begin);
   ptx::mbarrier_arrive_expect_tx(bar.q_full, Cfg::kQBytes);
 #pragma unroll
   for (int panel = 0; panel < Cfg::kPanels; ++panel)
@@ -52,13 +75,12 @@ __device__ __forceinline__ void producer_loop(const KernelParams& kp, const Work
                      it.batch, bar.q_full);
   PipelineState<Cfg::S> w;
   for (int j = 0; j < n; ++j, w.advance()) {
-    const std::int64_t e = it.entry_begin + j;
+    if (j + 1 < n) next.load(p, it.entry_begin + j + 1);
     producer_acquire(bar.k_empty, bar.k_full, w.stage, w.phase, Cfg::kKvBytes);
-    load_kv_tile<Cfg, V>(p, &kp.k, smem + Cfg::kKOffset + w.stage * Cfg::kKvBytes, e, kv_head, it.batch,
-                         bar.k_full + w.stage);
+    cur.issue(p, &kp.k, smem + Cfg::kKOffset + w.stage * Cfg::kKvBytes, kv_head, it.batch, bar.k_full + w.stage);
     producer_acquire(bar.v_empty, bar.v_full, w.stage, w.phase, Cfg::kKvBytes);
-    load_kv_tile<Cfg, V>(p, &kp.v, smem + Cfg::kVOffset + w.stage * Cfg::kKvBytes, e, kv_head, it.batch,
-                         bar.v_full + w.stage);
+    cur.issue(p, &kp.v, smem + Cfg::kVOffset + w.stage * Cfg::kKvBytes, kv_head, it.batch, bar.v_full + w.stage);
+    cur = next;
   }
 }
 
