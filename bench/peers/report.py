@@ -73,6 +73,7 @@ def draw_charts(doc: Dict[str, Any], out_dir: str) -> List[str]:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import FuncFormatter
     except ImportError:
         return []
     os.makedirs(out_dir, exist_ok=True)
@@ -118,6 +119,10 @@ def draw_charts(doc: Dict[str, Any], out_dir: str) -> List[str]:
             ax.bar(xs, ys, width, label=f"over {SYSTEM_LABELS.get(s, s)}", color=COLORS.get(s))
         ax.axhline(1.0, color="black", lw=0.8)
         ax.set_yscale("log")
+        fmt = FuncFormatter(lambda y, _: f"{y:g}x")
+        ax.yaxis.set_major_formatter(fmt)
+        ax.yaxis.set_minor_formatter(fmt)
+        ax.tick_params(axis="y", which="minor", labelsize=7)
         ax.set_xticks(range(len(names)))
         ax.set_xticklabels(names, rotation=35, ha="right", fontsize=8)
         ax.set_title(f"Tessera's speedup, {title} (peer ms / Tessera ms)", fontsize=10)
@@ -167,7 +172,8 @@ def markdown(doc: Dict[str, Any], charts: Sequence[str] = (), md_dir: str = ".",
     L.append("| against | kernel | complete request | families (kernel / request) |")
     L.append("|---|---|---|---|")
     for g in family_geomeans(doc):
-        label = SYSTEM_LABELS[g["peer"]] + (" (selection regret)" if g["peer"] == "tessera-best" else "")
+        label = ("Tessera's best-of-sweep plan (selection regret)" if g["peer"] == "tessera-best"
+                 else SYSTEM_LABELS[g["peer"]])
         k = "-" if g["kernel"] is None else f"{g['kernel']:.2f}x"
         r = "-" if g["request"] is None else f"{g['request']:.2f}x"
         L.append(f"| {label} | {k} | {r} | {g['n_kernel']} / {g['n_request']} of {g['n']} |")
@@ -193,7 +199,7 @@ def markdown(doc: Dict[str, Any], charts: Sequence[str] = (), md_dir: str = ".",
         for s in schema.SYSTEMS:
             r = rb.get((n, s))
             v = schema.ok(r, "tflops")
-            cells.append(_f(v, 0) if v is not None else ("n/a" if r and "error" in r else "-"))
+            cells.append(_f(v, 1) if v is not None else ("n/a" if r and "error" in r else "-"))
         geo = f"{w.get('block_q', '?')}x{w.get('block_kv', '?')}" if w.get("block_q") else "-"
         dens = _f(w.get("density"), 3) if w.get("density") is not None else "-"
         L.append(f"| {n} | {w.get('n') or '-'} | {w.get('heads') or '-'} | {geo} | {dens} | " + " | ".join(cells)
@@ -231,7 +237,7 @@ def markdown(doc: Dict[str, Any], charts: Sequence[str] = (), md_dir: str = ".",
             note = note.replace("|", "/").replace("\n", " ")
             plan_cell = f"`{plan}`" if plan else ""
             L.append(f"| {n} | {s} | {_f(schema.ok(r, 'kernel_ms'), 3)} | {_f(r.get('request_ms'), 3)} | "
-                     f"{_f(r.get('first_call_ms'), 1)} | {_f(schema.ok(r, 'tflops'), 0)} | {_e(r.get('rel_l2'))} | "
+                     f"{_f(r.get('first_call_ms'), 1)} | {_f(schema.ok(r, 'tflops'), 1)} | {_e(r.get('rel_l2'))} | "
                      f"{_e(r.get('rel_l2_vs_tessera'))} | {plan_cell} | {note} |")
     L.append("")
     proto = doc.get("protocol") or {}

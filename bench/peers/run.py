@@ -281,7 +281,8 @@ def _measure(run: Run, a: argparse.Namespace) -> None:
         try:
             live[name] = make()
         except Exception as ex:
-            broken[name] = f"{type(ex).__name__}: {str(ex)[:400]}"
+            msg = str(ex)
+            broken[name] = msg if msg.startswith(schema.NOT_RUN) else f"{type(ex).__name__}: {msg[:400]}"
             print(f"peers: {name} unavailable: {broken[name]}", flush=True)
             traceback.print_exc(limit=3)
 
@@ -371,8 +372,7 @@ def _measure(run: Run, a: argparse.Namespace) -> None:
                 if s == "tessera":
                     r = live["tessera"].selected(case)
                 elif s == "tessera-best":
-                    r = live["tessera"].best(case, min(a.sweep_seconds, max(1.0, run.left() - est)),
-                                             a.sweep_max_plans)
+                    r = live["tessera"].best(case, a.sweep_seconds, a.sweep_max_plans)
                 elif s == "flex":
                     r = live["flex"].run(case, a.flex_candidates)
                 elif s == "flashinfer":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -333,11 +334,19 @@ class FlashInfer:
         info: Dict[str, Any] = {"module": getattr(spec, "name", "?"), "cached": cached, "jit_ms": None}
         if not cached:
             t0 = time.perf_counter()
-            p = subprocess.run([sys.executable, "-c", _FI_JIT, str(d)], capture_output=True, text=True,
-                               timeout=timeout_s)
+            # its own session, so that a timeout also ends the build's ninja and nvcc processes
+            p = subprocess.Popen([sys.executable, "-c", _FI_JIT, str(d)], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
+            try:
+                _, err = p.communicate(timeout=max(1.0, timeout_s))
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.communicate()
+                raise RuntimeError(f"{schema.NOT_RUN}: FlashInfer's JIT build of {info['module']} did not finish "
+                                   f"within {timeout_s:.0f} s (time budget)")
             info["jit_ms"] = (time.perf_counter() - t0) * 1e3
             if p.returncode != 0:
-                raise RuntimeError(f"FlashInfer JIT build failed (rc {p.returncode}): {p.stderr[-600:]}")
+                raise RuntimeError(f"FlashInfer JIT build failed (rc {p.returncode}): {err[-600:]}")
         t0 = time.perf_counter()
         get_batch_prefill_module("fa3", *args)
         info["load_ms"] = (time.perf_counter() - t0) * 1e3
