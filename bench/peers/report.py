@@ -127,7 +127,8 @@ def draw_charts(doc: Dict[str, Any], out_dir: str) -> List[str]:
         ax.set_xticklabels(names, rotation=35, ha="right", fontsize=8)
         ax.set_title(f"Tessera's speedup, {title} (peer ms / Tessera ms)", fontsize=10)
         ax.grid(axis="y", alpha=0.3, which="both")
-    axes[0].legend(fontsize=8)
+    if peers:
+        axes[0].legend(fontsize=8)
     fig.tight_layout()
     p = os.path.join(out_dir, "speedup.png")
     fig.savefig(p, dpi=110)

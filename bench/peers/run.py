@@ -35,8 +35,8 @@ from peers.workloads import REPO, STA_CASE, Workload, all_workloads, mask_stats,
 ORDER = ("tessera", "flashinfer", "flex", "tessera-best", "cudnn")  # tessera first: the others compare with it
 
 
-class Stop(Exception):
-    """SIGTERM/SIGINT: write what we have and leave."""
+class Stop(BaseException):
+    """SIGTERM: write what we have and leave (a BaseException: no `except Exception` of a runner swallows it)."""
 
 
 def _on_signal(signum, frame):  # noqa: ARG001
