@@ -6,6 +6,9 @@
 # Knobs: PROFILE_CASES, PROFILE_EVAL_CASES, PROFILE_STA_CASES, PROFILE_SECONDS, PROFILE_REPS, PROFILE_RESUME (see the
 # profile phase), RUN_CASES (per family), RUN_SECONDS, MEMCHECK (0 skips it), MEMCHECK_FILTER,
 # RACECHECK_FILTER (racecheck runs only when set), PHASES (subset of the phase names).
+# Opt-in phase `peers` (not in the default PHASES; carry ".whl" from scripts/stage_peer_wheels.sh): the peer
+# scoreboard, scripts/gpu_peers.sh with PEERS_SECONDS (default 300 here) and PEERS_ARGS (run.py options), results
+# under $OUT/peers. Alone (PHASES=peers) it still runs gpu_check.sh's build, a no-op on a warm machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
@@ -59,6 +62,10 @@ fi
 if has run; then
   timeout "${RUN_SECONDS:-150}" $B/tessera run --cases-per-family "${RUN_CASES:-1}" --json "$OUT/tessera_run.json" > "$OUT/tessera_run.log" 2>&1
   stamp "run rc=$?"; tail -16 "$OUT/tessera_run.log"
+fi
+if has peers; then
+  PEERS_SECONDS="${PEERS_SECONDS:-300}" scripts/gpu_peers.sh ${PEERS_ARGS:-} > "$OUT/peers.log" 2>&1
+  stamp "peers rc=$?"; tail -20 "$OUT/peers.log"
 fi
 if has python && [ -d python/tests ]; then
   PYTHONPATH="$PWD/build/gpu/python:$PWD/python" timeout 120 python3 -m pytest -q python/tests > "$OUT/pytest.log" 2>&1

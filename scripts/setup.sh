@@ -21,10 +21,12 @@ if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
   echo "setup: error: the CUDA toolkit (nvcc >= 12.8) is required and was not found on PATH or in /usr/local/cuda" >&2
   exit 1
 fi
-# Python packages: the corpus tests (reading mask files with safetensors + numpy alone) and the Python package
-# (nanobind builds tessera._C, scikit-build-core drives `pip install .`, pytest runs python/tests). Entries are
+# Python packages: the corpus tests (reading mask files with safetensors + numpy alone), the Python package
+# (nanobind builds tessera._C, scikit-build-core drives `pip install .`, pytest runs python/tests) and the peer
+# scoreboard's report (matplotlib draws bench/RESULTS.md's charts; tests/python/test_peers.py). Entries are
 # pip-name:import-name.
-PY_PACKAGES=(numpy:numpy safetensors:safetensors nanobind:nanobind scikit-build-core:scikit_build_core pytest:pytest)
+PY_PACKAGES=(numpy:numpy safetensors:safetensors nanobind:nanobind scikit-build-core:scikit_build_core pytest:pytest
+             matplotlib:matplotlib)
 pymissing=()
 for entry in "${PY_PACKAGES[@]}"; do
   python3 -c "import ${entry#*:}" 2>/dev/null || pymissing+=("${entry%%:*}")

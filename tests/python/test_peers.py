@@ -1,0 +1,337 @@
+"""CPU tests of the peer scoreboard's pieces that need no GPU (bench/peers): mask recipes, exact TF/s accounting for
+ragged tails, the JSON schema and merging, RESULTS.md and chart generation from a JSON file, the run's command line
+and its all-'not run' skeleton. No torch, no FlashInfer: numpy (and matplotlib for the charts) only.
+
+The documents built here are schema examples made up for the tests, not measurements."""
+import json
+import math
+import os
+import sys
+
+import pytest
+
+np = pytest.importorskip("numpy")
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+
+from peers import metrics, report, schema, workloads as W  # noqa: E402
+
+
+# ------------------------------------------------------------------------------------------------ accounting
+def brute_pairs(mask, n_q, n_kv, bq, bk):
+    tok = mask[..., np.arange(n_q) // bq, :][..., np.arange(n_kv) // bk]
+    return int(tok.sum())
+
+
+@pytest.mark.parametrize("n_q,n_kv,bq,bk", [(64, 64, 16, 16), (75, 70, 16, 32), (100, 33, 32, 16), (17, 17, 16, 16),
+                                            (128, 200, 64, 64)])
+def test_active_pairs_counts_ragged_tails_exactly(n_q, n_kv, bq, bk):
+    rng = np.random.default_rng(7)
+    m = rng.random((3, -(-n_q // bq), -(-n_kv // bk))) < 0.4
+    m[0, -1, -1] = True  # the partial corner block
+    assert metrics.active_pairs(m, n_q, n_kv, bq, bk) == brute_pairs(m, n_q, n_kv, bq, bk)
+
+
+def test_active_pairs_wan_tail():
+    # Wan2.1 720p: 75,600 = 1,181 * 64 + 16. A mask with only the last kv block active in every row has
+    # N_q * 16 pairs per head, not N_q * 64.
+    n, b = 75600, 64
+    nb = W.n_blocks(n, b)
+    assert nb == 1182 and W.block_lengths(n, b)[-1] == 16
+    m = np.zeros((2, nb, nb), dtype=bool)
+    m[:, :, -1] = True
+    assert metrics.active_pairs(m, n, n, b, b) == 2 * n * 16
+    m[:] = True
+    assert metrics.active_pairs(m, n, n, b, b) == 2 * n * n
+
+
+def test_active_pairs_rejects_wrong_extents():
+    with pytest.raises(ValueError):
+        metrics.active_pairs(np.ones((2, 3, 3), dtype=bool), 64, 64, 16, 16)
+
+
+def test_tflops_formula():
+    # 4 * D * pairs / time: 1e9 pairs at D = 128 in 1 ms = 512 TF/s
+    assert metrics.tflops(10**9, 128, 1.0) == pytest.approx(512.0)
+    assert metrics.tflops(10**9, 128, None) is None
+    assert metrics.tflops(10**9, 128, 0.0) is None
+
+
+def test_median_and_geomean():
+    assert metrics.median([3, 1, 2]) == 2
+    assert metrics.median([4, 1, 2, 3]) == 2.5
+    assert metrics.geomean([1, 4]) == pytest.approx(2.0)
+    assert metrics.geomean([None, 2, float("nan"), 8]) == pytest.approx(4.0)
+    assert metrics.geomean([]) is None
+
+
+# ------------------------------------------------------------------------------------------------ recipes
+def test_band_random_density_band_and_seed():
+    a = W.band_random(2, 128, 256, 0.10, np.random.default_rng(3))
+    b = W.band_random(2, 128, 256, 0.10, np.random.default_rng(3))
+    assert a.shape == (2, 128, 256) and a.dtype == bool
+    assert (a == b).all()
+    assert 0.085 < a.mean() < 0.105  # the band and the random part overlap a little
+    rows = np.arange(128)
+    assert a[:, rows, (rows * 256) // 128].all()  # the diagonal block is always in the band
+    assert not (a == W.band_random(2, 128, 256, 0.10, np.random.default_rng(4))).all()
+
+
+def sta_loop(window, grid=(5, 6, 10)):
+    """The clamped STA rule written as loops (as tests/python/test_mask_files.py does)."""
+    n = grid[0] * grid[1] * grid[2]
+    m = np.zeros((n, n), dtype=bool)
+    for t in range(grid[0]):
+        for h in range(grid[1]):
+            for w in range(grid[2]):
+                s = [min(max(c - k // 2, 0), g - k) for c, k, g in zip((t, h, w), window, grid)]
+                q = (t * grid[1] + h) * grid[2] + w
+                for kt in range(s[0], s[0] + window[0]):
+                    for kh in range(s[1], s[1] + window[1]):
+                        for kw in range(s[2], s[2] + window[2]):
+                            m[q, (kt * grid[1] + kh) * grid[2] + kw] = True
+    return m
+
+
+@pytest.mark.parametrize("window", [(3, 3, 3), (5, 6, 10), (1, 6, 10), (3, 1, 5), (2, 4, 7)])
+def test_sta_rule(window):
+    m = W.sta_head_mask(window)
+    assert (m == sta_loop(window)).all()
+    assert (m.sum(-1) == window[0] * window[1] * window[2]).all()  # windows shift at the edges, never shrink
+
+
+def test_real_sta_table_case_and_refinement():
+    table = W.load_sta_table()
+    assert len(table) == 50 * 60 * 24
+    m = W.sta_mask(table, *W.STA_CASE)
+    assert m.shape == (24, 300, 300)
+    assert abs(m.mean() - 0.165) < 0.002  # h200_baselines.md: step 20 layer 10, density 0.165
+    f = W.refine(m, 3)
+    assert f.shape == (24, 900, 900)
+    n = 115200
+    assert metrics.active_pairs(f, n, n, 128, 128) == metrics.active_pairs(m, n, n, 384, 384)
+    assert (f[:, ::3, ::3] == m).all() and (f[:, 2::3, 1::3] == m).all()
+
+
+def test_topk_score_field():
+    m = W.topk_score_field(3, 200, 0.10, np.random.default_rng(1))
+    assert m.shape == (3, 200, 200)
+    assert (m.sum(-1) == 20).all()
+    assert (m == W.topk_score_field(3, 200, 0.10, np.random.default_rng(1))).all()
+    # distance decay: blocks near the diagonal are selected far more often than distant ones
+    dist = np.abs(np.arange(200)[:, None] - np.arange(200)[None, :])
+    assert m[:, dist <= 2].mean() > 5 * m[:, dist > 100].mean()
+
+
+def test_workload_list():
+    ws = W.all_workloads()
+    names = [w.name for w in ws]
+    assert names[:9] == W.FAMILY_NAMES
+    assert len(names) == len(set(names))
+    by = {w.name: w for w in ws}
+    for f in W.FAMILY_NAMES:
+        w = by[f]
+        assert (w.n, w.heads, w.head_dim) == (32768, 16, 128) and not w.ragged
+    assert by["Q64K64-HD"].target_density == 0.05 and by["Q64K64-DD"].target_density == 0.20
+    sta = by["STA-HV768-B384"]
+    assert (sta.n, sta.heads, sta.block_q, sta.n_qb) == (115200, 24, 384, 300)
+    assert by["STA-HV768-B128"].n_qb == 900
+    wan = by["Wan720-topk"]
+    assert (wan.n, wan.heads, wan.block_q, wan.n_qb) == (75600, 40, 64, 1182) and wan.ragged
+    assert by["dense-32k"].target_density == 1.0
+    assert by["corpus-eval"].unsupported
+    seeds = [(w.mask_seed, w.group) for w in ws if w.group == "families"]
+    assert len(set(seeds)) == 9  # one mask seed per family: a filtered run draws the same masks
+
+
+def test_family_masks_at_smoke_scale():
+    for w in W.all_workloads(scale=0.03):
+        if w.unsupported or w.group == "sta":
+            continue
+        m = w.mask()
+        assert m.shape == (w.heads, w.n_qb, w.n_kvb)
+        if w.target_density and w.target_density < 1:
+            assert abs(m.mean() - w.target_density) < 0.5 * w.target_density, w.name
+
+
+def test_select():
+    ws = W.all_workloads()
+    assert [w.name for w in W.select(ws, "families")] == W.FAMILY_NAMES
+    assert [w.name for w in W.select(ws, "sta,Q16K16")] == ["Q16K16", "STA-HV768-B384", "STA-HV768-B128"]
+    assert len(W.select(ws, "all")) == len(ws) == len(W.select(ws, None))
+    with pytest.raises(ValueError, match="unknown workload"):
+        W.select(ws, "Q99K99")
+
+
+# ------------------------------------------------------------------------------------------------ schema
+def example_doc():
+    """A made-up document in the scoreboard's shape (a schema example for these tests, not a measurement)."""
+    wls = []
+    for name, bq in (("Q64K64", 64), ("Q128K128", 128), ("Wan720-topk", 64)):
+        n = 75600 if name.startswith("Wan") else 32768
+        wls.append({"name": name, "n": n, "heads": 16, "head_dim": 128, "block_q": bq, "block_kv": bq,
+                    "density": 0.1, "active_pairs": 1_000_000_000, "recipe": "example", "mask_seed": 0,
+                    "qkv_seed": 0})
+    ms = {"tessera": 2.0, "tessera-best": 1.6, "flex": 4.0, "flashinfer": 1.0}
+    req = {"tessera": 3.0, "tessera-best": 2.5, "flex": 12.0, "flashinfer": 9.0}
+    rows = []
+    for w in wls:
+        for s in schema.SYSTEMS:
+            if s == "cudnn":
+                rows.append(schema.error_row(w["name"], s, "not applicable: dense only"))
+                continue
+            k = ms[s] * (2 if w["name"] == "Q128K128" else 1)
+            rows.append(schema.row(w["name"], s, kernel_ms=k, request_ms=req[s], first_call_ms=10.0,
+                                   tflops=metrics.tflops(w["active_pairs"], 128, k), rel_l2=2.2e-3,
+                                   rel_l2_vs_tessera=None if s == "tessera" else 1.5e-3,
+                                   plan="sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4"
+                                   if s.startswith("tessera") else None, note=None))
+    return {"schema": schema.SCHEMA, "revision": "abc123", "gpu": "NVIDIA H200 (example)", "date": "2026-12-02",
+            "command": "bench/peers/run.py --out out", "env": {"torch": "2.11.0", "flashinfer": "0.7.4"},
+            "protocol": {"kernel_ms": "example"}, "workloads": wls, "rows": rows}
+
+
+def test_schema_accepts_the_example():
+    doc = example_doc()
+    assert schema.validate(doc) == []
+    assert schema.validate(doc, complete=True) == []
+    json.loads(json.dumps(doc))  # plain JSON
+
+
+def test_schema_finds_problems():
+    doc = example_doc()
+    doc["rows"][0]["tflops"] *= 2
+    doc["rows"][1]["system"] = "fa3"
+    del doc["rows"][2]["rel_l2"]
+    doc["rows"].append(dict(doc["rows"][3]))
+    doc["rows"][5]["kernel_ms"] = None
+    doc["rows"][6]["plan"] = None
+    del doc["gpu"]
+    p = "\n".join(schema.validate(doc))
+    for want in ("tflops", "'fa3'", "missing key 'rel_l2'", "duplicate", "kernel_ms must be a positive",
+                 "needs its plan", "'gpu'"):
+        assert want in p, want
+    doc = example_doc()
+    doc["rows"] = doc["rows"][:-1]
+    assert schema.validate(doc) == []
+    assert any("no row for" in x for x in schema.validate(doc, complete=True))
+
+
+def test_merge_keeps_measured_rows_over_not_run():
+    a = example_doc()
+    b = example_doc()
+    b["revision"] = "def456"
+    b["rows"] = [schema.error_row("Q64K64", "flex", f"{schema.NOT_RUN}: time budget"),
+                 schema.row("Q64K64", "flashinfer", kernel_ms=0.5, tflops=metrics.tflops(10**9, 128, 0.5),
+                            request_ms=1.0),
+                 schema.error_row("STA-HV768-B384", "flex", "RuntimeError: boom")]
+    b["workloads"] = [{"name": "STA-HV768-B384", "n": 115200, "heads": 24, "head_dim": 128, "block_q": 384,
+                       "block_kv": 384}]
+    m = schema.merge(a, b)
+    rb = schema.rows_by(m)
+    assert rb[("Q64K64", "flex")]["kernel_ms"] == 4.0           # a 'not run' row does not replace a measurement
+    assert rb[("Q64K64", "flashinfer")]["kernel_ms"] == 0.5     # a new measurement does
+    assert rb[("STA-HV768-B384", "flex")]["error"].startswith("RuntimeError")
+    assert m["revision"] == "def456" and [r["revision"] for r in m["merged_from"]] == ["abc123", "def456"]
+    assert "STA-HV768-B384" in [w["name"] for w in m["workloads"]]
+    assert schema.validate(m) == []
+
+
+# ------------------------------------------------------------------------------------------------ report
+def test_geomeans_and_markdown(tmp_path):
+    doc = example_doc()
+    g = {x["peer"]: x for x in report.family_geomeans(doc)}
+    # families present: Q64K64 and Q128K128 (Wan is not a family). Tessera 2 ms vs FlashInfer 1 ms: 0.5x kernel;
+    # request 9 / 3 = 3x; Flex 2x kernel, 4x request; tessera-best 0.8x kernel.
+    assert g["flashinfer"]["kernel"] == pytest.approx(0.5) and g["flashinfer"]["request"] == pytest.approx(3.0)
+    assert g["flex"]["kernel"] == pytest.approx(2.0) and g["flex"]["request"] == pytest.approx(4.0)
+    assert g["tessera-best"]["kernel"] == pytest.approx(0.8)
+    assert g["flashinfer"]["n_kernel"] == 2 and g["flashinfer"]["n"] == 9
+    md = report.markdown(doc, [], str(tmp_path), "bench/results/peers/latest.json")
+    assert "| FlashInfer | 0.50x | 3.00x | 2 / 2 of 9 |" in md
+    assert "| FlexAttention | 2.00x | 4.00x | 2 / 2 of 9 |" in md
+    assert "not applicable: dense only" in md
+    assert "Charts not drawn" in md
+    assert "Schema problems" not in md
+
+
+def test_report_cli_writes_markdown_and_charts(tmp_path):
+    p = tmp_path / "latest.json"
+    p.write_text(json.dumps(example_doc()))
+    md = tmp_path / "docs" / "RESULTS.md"
+    assert report.main([str(p), "--md", str(md)]) == 0
+    text = md.read_text()
+    assert "# Peer scoreboard" in text and "abc123" in text
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "Charts not drawn" in text
+        return
+    for name in ("tflops.png", "speedup.png"):
+        png = tmp_path / name
+        assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"](../{name})" in text  # linked relative to the Markdown file
+
+
+def test_report_cli_merges(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(example_doc()))
+    d = example_doc()
+    d["rows"] = [schema.error_row("Q64K64", "flex", f"{schema.NOT_RUN}: time budget")]
+    b.write_text(json.dumps(d))
+    out = tmp_path / "latest.json"
+    assert report.main([str(a), str(b), "--out-json", str(out), "--md", str(tmp_path / "R.md"),
+                        "--no-charts"]) == 0
+    m = json.loads(out.read_text())
+    assert schema.rows_by(m)[("Q64K64", "flex")]["kernel_ms"] == 4.0
+    with pytest.raises(SystemExit):
+        report.main([str(a), str(b), "--md", str(tmp_path / "R.md")])  # merging needs --out-json
+
+
+def test_report_flags_schema_problems(tmp_path):
+    doc = example_doc()
+    doc["rows"][0]["tflops"] = 1.0
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(doc))
+    assert report.main([str(p), "--md", str(tmp_path / "R.md"), "--no-charts"]) == 1
+    assert "Schema problems" in (tmp_path / "R.md").read_text()
+
+
+# ------------------------------------------------------------------------------------------------ the run's CLI
+def test_run_command_line_and_skeleton(tmp_path):
+    from peers import run  # no torch at import time
+
+    a = run.parse(["--out", str(tmp_path), "--quick", "--workloads", "families,corpus", "--systems",
+                   "tessera,flex", "--revision", "r1"])
+    assert a.request_reps == 3 and a.flex_candidates == 1 and a.fi_forms == ["auto"] and a.sweep_max_plans == 8
+    assert a.sta_case == W.STA_CASE
+    full = run.parse(["--out", str(tmp_path)])
+    assert full.fi_forms == ["fold", "variable", "cake"] and full.flex_candidates == 2 and full.reps == 10
+    with pytest.raises(SystemExit):
+        run.parse(["--out", str(tmp_path), "--reps", "5"])  # the protocol's median needs >= 10
+    with pytest.raises(SystemExit):
+        run.parse(["--out", str(tmp_path), "--systems", "xformers"])
+    r = run.Run(a)  # writes the skeleton: every (workload, system) as a 'not run' error row
+    doc = json.loads((tmp_path / "latest.json").read_text())
+    assert doc == json.loads((tmp_path / f"{doc['date']}_r1.json").read_text())
+    assert schema.validate(doc, complete=True) == []
+    assert len(doc["rows"]) == 10 * len(schema.SYSTEMS)
+    excluded = schema.rows_by(doc)[("Q16K16", "flashinfer")]["error"]
+    assert excluded.startswith(schema.NOT_RUN) and "--systems" in excluded
+    assert r.left() <= a.seconds
+
+
+def test_time_estimates_are_sane():
+    from peers import run
+
+    a = run.parse(["--out", "/tmp/unused"])
+    ws = {w.name: w for w in W.all_workloads()}
+    est = {s: run.estimate_s(s, ws["STA-HV768-B384"], {"active_pairs": 52_642_000_000}, a) for s in schema.SYSTEMS}
+    assert all(0 < v < 120 for v in est.values()), est
+    fam = sum(run.estimate_s(s, ws[f], {"active_pairs": 1_700_000_000, "row_blocks_max": 72}, a)
+              for f in W.FAMILY_NAMES for s in schema.SYSTEMS)
+    assert fam < 400, fam
+    cake = run.estimate_s("flashinfer", ws["Q64K64-HD"], {"active_pairs": 864_000_000, "row_blocks_max": 42}, a)
+    assert cake > run.estimate_s("flashinfer", ws["Q64K64"], {"active_pairs": 864_000_000, "row_blocks_max": 72}, a)
+    assert math.isfinite(fam)
