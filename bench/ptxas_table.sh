@@ -1,8 +1,11 @@
 #!/bin/bash
-# Regenerates the ptxas table of docs/kernels_mma.md: for every Mma entry of src/kernels/catalog.def, compiles
-# its three kernel variants (span, span_masked, packed) for one arch with -Xptxas -v and prints a markdown table
-# (registers, spill bytes, dynamic shared memory from Config::kSmemBytes). No GPU needed.
-# Usage: bench/ptxas_table.sh [arch (default sm_90a)] [name regex (default .)]  (from the repository root)
+# Regenerates the ptxas tables of docs/kernels_mma.md and docs/kernels_wgmma.md: for every entry of the family
+# FAMILY (Mma, the default, or Wgmma) in src/kernels/catalog.def, compiles its three kernel variants (span,
+# span_masked, packed) for one arch with -Xptxas -v and prints a markdown table (registers, spill bytes, dynamic
+# shared memory from Config::kSmemBytes). Wgmma entries are compiled for sm_90a whatever the arch argument; their
+# register count is the cap at entry (__launch_bounds__), which setmaxnreg then splits between producer and
+# consumers (docs/kernels_wgmma.md). No GPU needed.
+# Usage: [FAMILY=Wgmma] bench/ptxas_table.sh [arch (default sm_90a)] [name regex (default .)]  (repository root)
 set -euo pipefail
 arch=${1:-sm_90a}
 filter=${2:-.}
@@ -10,15 +13,19 @@ nvcc=${NVCC:-nvcc}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT; [[ -n ${KEEP_LOG:-} ]] && trap - EXIT
 root=$(pwd)
-re='^TESSERA_CATALOG_ENTRY\("([^"]+)", *Mma, *(BFloat16|Float16), *([0-9]+), *([0-9]+), *([0-9]+), *([0-9]+), *([0-9]+)\)'
+family=${FAMILY:-Mma}
+re='^TESSERA_CATALOG_ENTRY\("([^"]+)", *'"$family"', *(BFloat16|Float16), *([0-9]+), *([0-9]+), *([0-9]+), *([0-9]+), *([0-9]+)\)'
 
 # Dynamic shared memory per entry, from the same Config the kernels use (config.cuh is plain C++).
 cat > "$tmp/smem.cpp" <<CPP
 #include <cstdio>
 #include "kernels/mma/config.cuh"
-struct Bf16 {}; struct F16 {};
-#define TESSERA_CATALOG_ENTRY(name, fam, dt, d, tq, tkv, w, s) \\
-  std::printf("%s %zu\\n", name, tessera::kernels::mma::Config<int, d, tq, tkv, w, s>::kSmemBytes);
+#include "kernels/wgmma/config.cuh"
+template <int D, int TQ, int TKV, int W, int S>
+std::size_t smem_Mma() { return tessera::kernels::mma::Config<int, D, TQ, TKV, W, S>::kSmemBytes; }
+template <int D, int TQ, int TKV, int W, int S>
+std::size_t smem_Wgmma() { return tessera::kernels::wgmma::Config<int, D, TQ, TKV, W, S>::kSmemBytes; }
+#define TESSERA_CATALOG_ENTRY(name, fam, dt, d, tq, tkv, w, s) std::printf("%s %zu\\n", name, smem_##fam<d, tq, tkv, w, s>());
 int main() {
 #include "kernels/catalog.def"
 }
@@ -34,18 +41,23 @@ while IFS= read -r line; do
   w=${BASH_REMATCH[6]} s=${BASH_REMATCH[7]}
   [[ $name =~ $filter ]] || continue
   ctype=__nv_bfloat16; [[ $dt == Float16 ]] && ctype=__half
+  if [[ $family == Wgmma ]]; then
+    ns=wgmma hdr=kernels/wgmma/attention.cuh param="__grid_constant__ KernelParams" gencode="-gencode=arch=compute_90a,code=sm_90a"
+  else
+    ns=mma hdr=kernels/mma/attention.cuh param=AttentionParams gencode="-arch=$arch"
+  fi
   cat > "$tmp/e.cu" <<CU
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include "kernels/mma/attention.cuh"
-namespace tessera::kernels::mma {
+#include "$hdr"
+namespace tessera::kernels::$ns {
 using C = Config<$ctype, $d, $tq, $tkv, $w, $s>;
-template __global__ void attention_kernel<C, KvVariant::kSpan>(const AttentionParams);
-template __global__ void attention_kernel<C, KvVariant::kSpanMasked>(const AttentionParams);
-template __global__ void attention_kernel<C, KvVariant::kPacked>(const AttentionParams);
+template __global__ void attention_kernel<C, KvVariant::kSpan>(const $param);
+template __global__ void attention_kernel<C, KvVariant::kSpanMasked>(const $param);
+template __global__ void attention_kernel<C, KvVariant::kPacked>(const $param);
 }
 CU
-  "$nvcc" -std=c++20 -arch="$arch" -cubin -O3 --expt-relaxed-constexpr -Xptxas -v -I"$root/src" -I"$root/include" \
+  "$nvcc" -std=c++20 $gencode -cubin -O3 --expt-relaxed-constexpr -Xptxas -v -I"$root/src" -I"$root/include" \
     -o "$tmp/e.cubin" "$tmp/e.cu" > "$tmp/log" 2>&1 || { cat "$tmp/log" >&2; exit 1; }
   # ptxas prints one block per kernel: "Compiling entry function '<mangled>'", spills, "Used N registers".
   # KvVariant enumerators mangle as ...KvVariantE0 (span), E1 (span_masked), E2 (packed).

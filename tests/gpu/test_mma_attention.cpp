@@ -1,4 +1,5 @@
-// GPU tests of the mma.sync attention family: every compiled catalog entry x mapping (Direct, Coarsened-Q span,
+// GPU tests of the attention kernel families (mma.sync and wgmma; the suite keeps its first name, MmaAttention):
+// every compiled catalog entry x mapping (Direct, Coarsened-Q span,
 // Coarsened-KV span, packed KV, Coarsened-Q + packed, Refined, split-KV + merge) x mask kind, against a
 // float64 reference computed here, on fresh random inputs, outputs poisoned before each run.
 #include <cuda_runtime.h>
