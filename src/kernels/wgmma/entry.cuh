@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "cuda/check.cuh"
+#include "kernels/entry_common.cuh"
 #include "kernels/launch.hpp"
 #include "kernels/wgmma/attention.cuh"
 #include "kernels/wgmma/tensor_map.hpp"
@@ -31,15 +32,8 @@ inline TensorMapSpec operand_spec(const AttentionParams& p, const void* base, bo
 template <class Cfg, KvVariant V>
 void launch_variant(const AttentionParams& p, Stream stream) {
   auto* fn = &attention_kernel<Cfg, V>;
-  // The shared-memory opt-in is a per-device attribute of the kernel: set once per device (see mma/entry.cuh).
   static std::atomic<std::uint64_t> opted_in{0};
-  int dev = 0;
-  TESSERA_CUDA_CHECK(cudaGetDevice(&dev));
-  const std::uint64_t bit = dev < 64 ? std::uint64_t{1} << dev : 0;
-  if (bit == 0 || !(opted_in.load(std::memory_order_relaxed) & bit)) {
-    TESSERA_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Cfg::kSmemBytes)));
-    opted_in.fetch_or(bit, std::memory_order_relaxed);
-  }
+  opt_in_smem_once(reinterpret_cast<const void*>(fn), int(Cfg::kSmemBytes), opted_in);
   if (p.meta.n_items == 0) return;
   KernelParams kp;
   kp.p = p;
@@ -53,11 +47,7 @@ void launch_variant(const AttentionParams& p, Stream stream) {
 
 template <class Cfg>
 void launch_entry(KvVariant v, const AttentionParams& p, Stream stream) {
-  switch (v) {
-    case KvVariant::kSpan: launch_variant<Cfg, KvVariant::kSpan>(p, stream); break;
-    case KvVariant::kSpanMasked: launch_variant<Cfg, KvVariant::kSpanMasked>(p, stream); break;
-    case KvVariant::kPacked: launch_variant<Cfg, KvVariant::kPacked>(p, stream); break;
-  }
+  with_variant(v, [&](auto variant) { launch_variant<Cfg, decltype(variant)::value>(p, stream); });
 }
 
 }  // namespace tessera::kernels::wgmma
