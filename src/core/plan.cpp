@@ -68,9 +68,10 @@ void check_mapping(const DimMapping& m, int block, const std::string& dim) {
     return;
   }
   if (m.kind == MappingKind::kRefine) {
-    // 3 and 6 let 384-token blocks (STA on HunyuanVideo) run on 128- and 64-token tiles (DESIGN.md section 3).
-    if (m.factor != 2 && m.factor != 3 && m.factor != 4 && m.factor != 6 && m.factor != 8)
-      bad_plan(dim + ".factor", fmt::format("Refined factor must be 2, 3, 4, 6 or 8, got {}", m.factor));
+    // Any factor that leaves a tile of a multiple of 16 tokens: 3 and 6 map 384-token STA blocks onto 128- and
+    // 64-token tiles, 5 maps 80 onto 16 (every block size the validation accepts has a plan; DESIGN.md section 3).
+    if (m.factor < 2 || m.factor > kMaxRefineFactor)
+      bad_plan(dim + ".factor", fmt::format("Refined factor must be in [2, {}], got {}", kMaxRefineFactor, m.factor));
     if (block % m.factor != 0 || (block / m.factor) % 16 != 0)
       bad_plan(dim + ".factor", fmt::format("Refined by {} needs B % {} == 0 and B/{} a multiple of 16 (B = {})",
                                             m.factor, m.factor, m.factor, block));

@@ -13,7 +13,8 @@
 //           d    Direct            T = B
 //           c<N> Coarsened span    T = N * B, N in {2, 4, 8}, membership bitmasks
 //           p<N> Coarsened packed  KV only: a tile gathers N active kv blocks (T = N * B), N in {2, 4, 8}
-//           r<N> Refined           T = B / N, N in {2, 3, 4, 6, 8} (3, 6: 384-token STA blocks on 128/64 tiles)
+//           r<N> Refined           T = B / N, N in [2, 64] with B / N a multiple of 16 (3, 6: 384-token STA blocks
+//                                  on 128/64 tiles; 5: 80-token blocks on 16-token tiles)
 //   g<G>[p] grouping: G query-tile work items per CTA (1..64); suffix 'p' = persistent CTAs pulling the work
 //           list in longest-first order
 //   t<trav> kv traversal order inside a tile row: asc | desc | run (run-major: runs of consecutive kv tiles,
@@ -36,6 +37,9 @@
 
 namespace tessera {
 
+/// Largest Refined factor: a 1024-token block (the largest) on 16-token tiles (the smallest).
+inline constexpr int kMaxRefineFactor = 64;
+
 /// GPU architecture a plan (and a catalog) targets.
 enum class Arch : std::uint8_t { kSm80, kSm86, kSm89, kSm90a, kSm120 };
 
@@ -53,10 +57,10 @@ enum class MappingKind : std::uint8_t {
   kRefine,    ///< T = B / factor
 };
 
-/// Mapping of one dimension: kind and factor (1 for Direct; 2, 4 or 8 otherwise).
+/// Mapping of one dimension: kind and factor.
 struct DimMapping {
   MappingKind kind = MappingKind::kDirect;
-  int factor = 1;
+  int factor = 1;  ///< Coarsened / packed: 2, 4 or 8; Refined: 2..kMaxRefineFactor; Direct: 1
   bool operator==(const DimMapping&) const = default;
 
   /// Physical tile size for logical block size `block` (tokens): B, N*B or B/N.

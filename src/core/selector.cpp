@@ -10,19 +10,21 @@ namespace tessera {
 namespace {
 
 constexpr int kFactors[] = {2, 4, 8};
-constexpr int kRefineFactors[] = {2, 3, 4, 6, 8};
 
-std::vector<DimMapping> q_mappings(const CandidateOptions& o) {
+/// Direct, then Refined by every factor r that leaves a tile of a multiple of 16 tokens (ascending r), then
+/// Coarsened by 2, 4, 8, for a dimension of logical block `block`.
+std::vector<DimMapping> q_mappings(const CandidateOptions& o, int block) {
   std::vector<DimMapping> m{{MappingKind::kDirect, 1}};
   if (o.include_refined)
-    for (int f : kRefineFactors) m.push_back({MappingKind::kRefine, f});
+    for (int r = 2; r <= kMaxRefineFactor && block / r >= 16; ++r)
+      if (block % r == 0 && (block / r) % 16 == 0) m.push_back({MappingKind::kRefine, r});
   if (o.include_coarsened)
     for (int f : kFactors) m.push_back({MappingKind::kCoarsen, f});
   return m;
 }
 
-std::vector<DimMapping> kv_mappings(const CandidateOptions& o) {
-  std::vector<DimMapping> m = q_mappings(o);
+std::vector<DimMapping> kv_mappings(const CandidateOptions& o, int block) {
+  std::vector<DimMapping> m = q_mappings(o, block);
   if (o.include_packed)
     for (int f : kFactors) m.push_back({MappingKind::kPacked, f});
   return m;
@@ -80,11 +82,9 @@ RequestKey request_key(const EligibilityRequest& r) {
 std::vector<Plan> enumerate_plans(std::span<const CatalogEntry> entries, const EligibilityRequest& request,
                                   const CandidateOptions& options) {
   std::vector<Plan> out;
-  for (const DimMapping& q : q_mappings(options)) {
-    for (const DimMapping& kv : kv_mappings(options)) {
+  for (const DimMapping& q : q_mappings(options, request.block_q)) {
+    for (const DimMapping& kv : kv_mappings(options, request.block_kv)) {
       const int tq = q.tile(request.block_q), tkv = kv.tile(request.block_kv);
-      if (q.kind == MappingKind::kRefine && request.block_q % q.factor != 0) continue;
-      if (kv.kind == MappingKind::kRefine && request.block_kv % kv.factor != 0) continue;
       for (const CatalogEntry& e : entries) {
         if (e.tile_q != tq || e.tile_kv != tkv || e.dtype != request.dtype || e.head_dim != request.head_dim) continue;
         for (int split : options.splits) {

@@ -48,7 +48,8 @@ struct CandidateOptions {
 RequestKey request_key(const EligibilityRequest& request);
 
 /// Every plan over `entries` (the kernels available) that is eligible for `request`, in a deterministic order:
-/// mapping pairs (q: d, r2, r4, r8, c2, c4, c8; kv: d, r2, r4, r8, c2, c4, c8, p2, p4, p8), then entries in
+/// mapping pairs (q: d, r<N> for every N leaving a tile of a multiple of 16 tokens, ascending, c2, c4, c8; kv: the
+/// same, then p2, p4, p8), then entries in
 /// catalog order, then splits, then traversals. Grouping is 1 and CTAs are not persistent (the Mma kernels run
 /// one CTA per work item).
 std::vector<Plan> enumerate_plans(std::span<const CatalogEntry> entries, const EligibilityRequest& request,
