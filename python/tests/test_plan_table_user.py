@@ -38,25 +38,28 @@ def _record(case, plan, latency, split="profile", role=None):
 
 @pytest.fixture
 def user_table(tmp_path):
-    """(path of a user table whose ranking puts the key's base plan first, that plan, the embedded table's choice)."""
+    """(path of a user table ranking a plan first that the embedded table does not choose, that plan, the embedded
+    table's dispatch dict)."""
     tessera.load_plan_table(None)
     q, k, v, dense = _request()
     embedded_choice = tessera.explain(q, k, v, dense, 64)
     with open(EMBEDDED) as f:
         tree = next(t for t in json.load(f)["tables"] if t["key"] == KEY)
     base = tree["base_plan"]
-    assert embedded_choice["plan_id"] != base, "the embedded table must rank another plan first for this test"
-    other = embedded_choice["plan_id"]
+    mine = base.replace(".split1.", ".split2.")  # the user table's first choice: neither the base plan nor embedded's
+    assert mine != base and embedded_choice["plan_id"] not in (base, mine), embedded_choice["plan_id"]
+    assert tessera.explain(q, k, v, dense, 64, plan_id=mine)["plan_id"] == mine  # eligible for the request
     lines = []
     for i, split in enumerate(["profile", "profile", "eval"]):
-        lines += [_record(f"U/mine/{i}", base, 10.0, split, role="default"), _record(f"U/mine/{i}", other, 30.0, split)]
+        lines += [_record(f"U/mine/{i}", mine, 10.0, split), _record(f"U/mine/{i}", base, 20.0, split, role="default"),
+                  _record(f"U/mine/{i}", embedded_choice["plan_id"], 30.0, split)]
     records = tmp_path / "records.jsonl"
     records.write_text("".join(line + "\n" for line in lines))
     table = tmp_path / "table.json"
     p = subprocess.run([CLI, "compile-table", "--in", str(records), "--out", str(table), "--min-leaf", "1",
                         "--gpu-name", "test GPU"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
-    yield table, base, embedded_choice
+    yield table, mine, embedded_choice
     tessera.load_plan_table(None)
 
 
