@@ -2,6 +2,8 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include <utility>
+
 #include "tessera/plan_table_file.hpp"
 
 namespace tessera::py {
@@ -14,12 +16,11 @@ void bind_plan_table(nb::module_& m) {
       [](const std::string& path, const std::string& arch) {
         const PlanTableFileInfo info = check_plan_table_file(path, arch);
         nb::dict d;
-        d["path"] = info.path;
-        d["arch"] = info.arch;
-        d["catalog_version"] = info.catalog_version;
-        d["gpu_name"] = info.gpu_name;
+        const std::pair<const char*, const std::string*> strings[] = {
+            {"path", &info.path}, {"arch", &info.arch}, {"catalog_version", &info.catalog_version},
+            {"gpu_name", &info.gpu_name}, {"status", &info.status}};
+        for (const auto& [name, value] : strings) d[name] = *value;
         d["keys"] = info.keys;
-        d["status"] = info.status;
         return d;
       },
       nb::arg("path"), nb::arg("arch") = "",
