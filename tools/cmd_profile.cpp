@@ -1,5 +1,5 @@
-// `tessera profile` (GPU): for each corpus case of the chosen splits and each eligible candidate plan, check the
-// output against the GPU reference and record the median kernel latency. Writes one JSON record per line
+// `tessera profile` (GPU): for each corpus case of the chosen splits (or each of the user's mask files, --masks) and
+// each eligible candidate plan, check the output against the GPU reference and record the median kernel latency. Writes one JSON record per line
 // (src/core/table_compiler.hpp, docs/selection.md); resumable: cases already in the output file are skipped, and
 // each case's records are appended in one write (src/core/profile_file.hpp).
 #include <cuda_runtime.h>
@@ -23,6 +23,8 @@
 #include "tessera/runtime.hpp"
 #include "tessera_corpus/case_choice.hpp"
 #include "tessera_corpus/family.hpp"
+#include "tessera_corpus/mask_file.hpp"
+#include "tessera_corpus/profile_inputs.hpp"
 #include "tessera_corpus/profile_refeature.hpp"
 #include "write_file.hpp"
 
@@ -33,6 +35,7 @@ namespace {
 struct ProfileArgs {
   std::string out = "profile.jsonl";
   std::vector<std::string> families;
+  std::vector<std::string> masks;  ///< the user's mask files or directories (--masks) instead of corpus cases
   std::vector<std::string> splits{"profiling", "evaluation"};
   int cases_per_split = 4;
   int reps = 3;
@@ -56,25 +59,37 @@ void run_profile(const ProfileArgs& a) {
   }
   corpus::CorpusOptions opt;
   opt.families = a.families;
-  // The work list first, so progress and ETA are known.
+  // The work list first, so progress and ETA are known: corpus cases (family, index) or mask files (path).
   struct Item {
     std::string family;
-    int index;
+    int index = 0;
+    std::string path;     // a user mask file (--masks); empty for a corpus case
+    std::string case_id;  // known before any mask is generated, so resumed cases are skipped cheaply
+    std::string listing;  // the --list line
   };
   std::vector<Item> items;
-  for (const std::string& fam : families_option(opt))
-    for (const std::string& split : a.splits) {
-      const std::vector<int> chosen = corpus::spread_cases(fam, split, a.cases_per_split, opt);
-      if (static_cast<int>(chosen.size()) < a.cases_per_split)  // stderr: --list's stdout stays one case a line
-        fmt::print(stderr, "tessera profile: {} has {} {}-split cases, fewer than --cases-per-split {}: all {} are taken\n",
-                   fam, chosen.size(), split, a.cases_per_split, chosen.size());
-      for (const int i : chosen) items.push_back({fam, i});
+  if (!a.masks.empty()) {
+    for (const corpus::MaskFileInput& in : corpus::list_mask_files(a.masks, a.splits)) {
+      const ProfileRecord r = corpus::case_record_fields(in.meta, "sm90a");
+      items.push_back({"", 0, in.path, in.case_id,
+                       fmt::format("{} {} request {} {}", in.case_id, in.meta.split, r.request, in.path)});
     }
+  } else {
+    for (const std::string& fam : families_option(opt))
+      for (const std::string& split : a.splits) {
+        const std::vector<int> chosen = corpus::spread_cases(fam, split, a.cases_per_split, opt);
+        if (static_cast<int>(chosen.size()) < a.cases_per_split)  // stderr: --list's stdout stays one case a line
+          fmt::print(stderr, "tessera profile: {} has {} {}-split cases, fewer than --cases-per-split {}: all {} are taken\n",
+                     fam, chosen.size(), split, a.cases_per_split, chosen.size());
+        for (const int i : chosen) {
+          const corpus::CaseOrigin o = corpus::case_origin(fam, i, opt);
+          const std::string id = fmt::format("{}/{}/{}", fam, o.source_id, i);
+          items.push_back({fam, i, "", id, fmt::format("{} {} chunk {}", id, o.split, o.chunk)});
+        }
+      }
+  }
   if (a.list_only) {
-    for (const Item& it : items) {
-      const corpus::CaseOrigin o = corpus::case_origin(it.family, it.index, opt);
-      fmt::print("{}/{}/{} {} chunk {}\n", it.family, o.source_id, it.index, o.split, o.chunk);
-    }
+    for (const Item& it : items) fmt::print("{}\n", it.listing);
     return;
   }
   check_output_dir(a.out, "--out");  // appended after each case: an unwritable path fails before any profiling
@@ -90,20 +105,15 @@ void run_profile(const ProfileArgs& a) {
   const auto t_start = std::chrono::steady_clock::now();
   int processed = 0;
   for (std::size_t n = 0; n < items.size(); ++n) {
-    const corpus::CaseOrigin origin = corpus::case_origin(items[n].family, items[n].index, opt);
-    const std::string case_id = items[n].family + "/" + origin.source_id + "/" + std::to_string(items[n].index);
+    const std::string& case_id = items[n].case_id;
     if (done.count(case_id)) continue;
-    const corpus::Case c = corpus::make_case(items[n].family, items[n].index, opt);
+    const corpus::Case c = items[n].path.empty() ? corpus::make_case(items[n].family, items[n].index, opt)
+                                                 : corpus::read_mask_file(items[n].path);
     GpuCase g = make_gpu_case(c, a.seed + n, stream);
     rt.run(g.request, stream);  // default plan: mu(M) statistics and the default/direct ids
     const DispatchInfo base = rt.last_dispatch();
     const std::string direct = rt.direct_plan(g.request);
-    ProfileRecord rec;
-    rec.case_id = case_id;
-    rec.source = c.meta.source_id;
-    rec.request = fmt::format("{}#{}", c.meta.source_id, c.meta.chunk);
-    rec.split = c.meta.split == "profiling" ? "profile" : "eval";
-    rec.key = fmt::format("{}.bf16.d128.q{}.kv{}", rt.arch(), c.meta.block_q, c.meta.block_kv);
+    ProfileRecord rec = corpus::case_record_fields(c.meta, rt.arch());  // case id, source, request, split, key
     rec.features = corpus::case_features(c, base.stats);  // the same as `tessera profile-refeature` derives
     // Reference once per case.
     DeviceTensor ref = make_device_tensor(DType::kFloat32, {1, c.meta.n_q, c.mask.heads, 128});
@@ -140,12 +150,18 @@ void run_profile(const ProfileArgs& a) {
 }  // namespace
 
 void add_profile_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("profile", "Profile every eligible plan on corpus cases (GPU); writes JSON lines");
+  auto* cmd = app.add_subcommand("profile", "Profile every eligible plan on corpus cases or mask files (GPU); writes JSON lines");
   auto a = std::make_shared<ProfileArgs>();
   cmd->add_option("--out", a->out, "Profile records (JSON lines; appended, resumable)");
-  cmd->add_option("--families", a->families, "Families (default: all)");
-  cmd->add_option("--splits", a->splits, "Corpus splits to profile (profiling, evaluation)");
-  cmd->add_option("--cases-per-split", a->cases_per_split, "Cases per family and split")->check(CLI::Range(1, 100000));
+  auto* families = cmd->add_option("--families", a->families, "Families (default: all)");
+  cmd->add_option("--splits", a->splits, "Corpus splits to profile (profiling, evaluation); with --masks, the files' splits");
+  auto* per_split =
+      cmd->add_option("--cases-per-split", a->cases_per_split, "Cases per family and split")->check(CLI::Range(1, 100000));
+  cmd->add_option("--masks", a->masks,
+                  "Profile these mask files (corpus format, docs/corpus.md) or directories of .safetensors files "
+                  "instead of corpus cases")
+      ->excludes(families)
+      ->excludes(per_split);
   cmd->add_option("--reps", a->reps, "Timed repetitions per plan (median)")->check(CLI::Range(1, 1000));
   cmd->add_flag("--list", a->list_only, "Print the chosen cases (family/source/index, split, chunk) and exit; no GPU needed");
   cmd->callback([a] { run_profile(*a); });

@@ -25,8 +25,10 @@ namespace tessera {
 
 /// Options of a Runtime.
 struct RuntimeOptions {
-  /// Path of a plan-table artifact (JSON, docs/selection.md) to use instead of the one embedded for this GPU. A table
-  /// whose "arch" is not this GPU's is rejected like a corrupt one (default plans; see table_status()).
+  /// Path of a user plan-table artifact (JSON, docs/selection.md) to use instead of the one embedded for this GPU;
+  /// "" = the embedded table. Checked as strictly as the embedded table (check_plan_table_file, plan_table_file.hpp),
+  /// and a table that fails (corrupt, another catalog_version or format_version, another arch than this GPU's) is an
+  /// error naming the file, never a silent fallback. Keys the table has no tree for get the documented default plan.
   std::string plan_table_path;
   /// false: ignore plan tables and always use the documented default plan (for comparisons and debugging).
   bool use_plan_table = true;
@@ -59,6 +61,9 @@ struct DispatchInfo {
   std::string plan_id;          ///< canonical plan id that ran
   std::string regime;           ///< "<key>/leaf<N>", "<key>/default" or "<key>/forced"
   std::string source;           ///< "table", "base", "default" or "forced"
+  /// Which plan table selection used: "embedded table for sm90a (<catalog version>, <N> keys)", "table from <path>
+  /// (...)" (a user table), or why none is used (Runtime::table_status(); run_cpu the same for its table).
+  std::string table_status;
   int ranks_skipped = 0;        ///< ranked plans found ineligible before the chosen one
   bool cache_hit = false;       ///< exact repeat: mu(M) and preparation were skipped
   /// A preparation was enqueued before mu(M)'s statistics were read (RuntimeOptions::speculative_prepare; false on a
@@ -87,12 +92,13 @@ struct DispatchInfo {
 class Runtime {
  public:
   /// Binds to the current CUDA device and loads its plan table (embedded, or RuntimeOptions::plan_table_path).
-  /// A corrupt or version-mismatched table, one profiled for another arch than this GPU's, or no table embedded for
-  /// this GPU is not an error: the runtime then uses the documented default plans and table_status() says why (e.g.
-  /// "table from t.json rejected, documented default plans used: table for sm80, this GPU is sm90a"). Throws
-  /// Error(kUnsupported) when no CUDA device is visible or its architecture is not one Tessera builds for, and
-  /// Error(kIoError, "plan_table_path") when plan_table_path cannot be read as a file (missing, unreadable, or a
-  /// directory).
+  /// An embedded table that is corrupt or version-mismatched, or no table embedded for this GPU, is not an error: the
+  /// runtime then uses the documented default plans and table_status() says why (e.g. "embedded table for sm90a
+  /// rejected, documented default plans used: ..."). Throws Error(kUnsupported) when no CUDA device is visible or its
+  /// architecture is not one Tessera builds for; for a user table (plan_table_path) Error(kIoError,
+  /// "plan_table_path") when it cannot be read as a file (missing, unreadable, or a directory) and
+  /// Error(kFormatError, "plan_table_path") naming the file and the reason when it is corrupt, of another
+  /// catalog_version or format_version, or profiled for another arch ("table for sm80, this GPU is sm90a").
   explicit Runtime(const RuntimeOptions& options = {});
   ~Runtime();
   Runtime(Runtime&&) noexcept;

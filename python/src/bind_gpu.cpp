@@ -53,17 +53,32 @@ std::mutex& runtime_mutex() {
   return m;
 }
 
-/// One Runtime per device, created on first use with that device current. Lives until the module is unloaded.
-/// Call with runtime_mutex() held.
+/// The runtimes, one per device (null: not created yet). Call with runtime_mutex() held.
+std::vector<std::unique_ptr<Runtime>>& runtimes() {
+  static std::vector<std::unique_ptr<Runtime>> r;
+  return r;
+}
+
+/// The user plan table new runtimes load ("" = the embedded table; set_plan_table_path). Call with runtime_mutex() held.
+std::string& user_plan_table_path() {
+  static std::string path;
+  return path;
+}
+
+/// One Runtime per device, created on first use with that device current (loading user_plan_table_path(): a table
+/// that does not fit this GPU throws Error(kFormatError, "plan_table_path") naming the file, and no runtime is kept).
+/// Lives until the module is unloaded or set_plan_table_path() drops it. Call with runtime_mutex() held.
 Runtime& runtime_for(int device) {
-  static std::vector<std::unique_ptr<Runtime>> runtimes;
+  std::vector<std::unique_ptr<Runtime>>& rts = runtimes();
   if (device < 0) throw Error(ErrorCode::kInvalidArgument, "q", "negative CUDA device ordinal");
-  if (static_cast<std::size_t>(device) >= runtimes.size()) runtimes.resize(device + 1);
-  if (!runtimes[device]) {
+  if (static_cast<std::size_t>(device) >= rts.size()) rts.resize(device + 1);
+  if (!rts[device]) {
     DeviceGuard g(device);
-    runtimes[device] = std::make_unique<Runtime>();
+    RuntimeOptions opt;
+    opt.plan_table_path = user_plan_table_path();
+    rts[device] = std::make_unique<Runtime>(opt);
   }
-  return *runtimes[device];
+  return *rts[device];
 }
 
 /// The runtime of `device` for the dispatch queries: the ordinal must name a visible GPU (argument "device").
@@ -118,6 +133,16 @@ void bind_gpu(nb::module_& m) {
         return dispatch_to_dict(info);
       },
       nb::arg("device"), "Dispatch dict of the last run_cuda() on `device`.");
+  m.def(
+      "set_plan_table_path",
+      [](const std::string& path) {
+        std::lock_guard<std::mutex> lock(runtime_mutex());
+        user_plan_table_path() = path;
+        runtimes().clear();  // recreated on next use with the new table (mu(M) buffers and caches start over)
+      },
+      nb::arg("path"),
+      "Makes every GPU runtime use the user plan table `path` ('' = the embedded table); drops the existing runtimes.\n"
+      "Low-level: use tessera.load_plan_table (it checks the file first).");
   m.def(
       "runtime_info",
       [](int device) {

@@ -13,6 +13,7 @@ namespace nb = nanobind;
 namespace tessera::py {
 void bind_cpu(nb::module_& m);
 void bind_gpu(nb::module_& m);
+void bind_plan_table(nb::module_& m);
 }  // namespace tessera::py
 
 NB_MODULE(_C, m) {
@@ -30,4 +31,5 @@ NB_MODULE(_C, m) {
   m.def("git_revision", [] { return tessera::git_revision(); }, "Git revision the library was built from.");
   tessera::py::bind_cpu(m);
   tessera::py::bind_gpu(m);
+  tessera::py::bind_plan_table(m);
 }

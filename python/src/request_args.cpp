@@ -47,6 +47,7 @@ nb::dict dispatch_to_dict(const DispatchInfo& info) {
   d["plan_id"] = info.plan_id;
   d["regime"] = info.regime;
   d["source"] = info.source;
+  d["table_status"] = info.table_status;
   d["ranks_skipped"] = info.ranks_skipped;
   d["cache_hit"] = info.cache_hit;
   d["prepare_speculated"] = info.prepare_speculated;

@@ -5,6 +5,7 @@ Main entry points (see docs/python.md):
 - :func:`block_sparse_attention` -- O (and LSE) of E(M) for torch tensors (CUDA or CPU) or numpy arrays (CPU).
 - :func:`explain` -- the plan and regime Tessera chooses for a request, with the mask statistics.
 - :func:`from_flex_block_mask`, :func:`from_flashinfer_bsr` -- mask converters from FlexAttention and FlashInfer.
+- :func:`load_plan_table` -- select plans with a user-built plan table instead of the embedded one.
 
 torch is optional: numpy arrays run the CPU plan executor (float64) without it.
 """
@@ -17,8 +18,10 @@ __path__ = extend_path(__path__, __name__)
 from .api import block_sparse_attention, explain, last_dispatch  # noqa: E402
 from .converters import MaskSpec, from_dense, from_flashinfer_bsr, from_flex_block_mask  # noqa: E402
 from .errors import TesseraError, TesseraRuntimeError, TesseraUnsupportedError  # noqa: E402
+from .plan_tables import load_plan_table, plan_table  # noqa: E402
 
 __all__ = [
     "block_sparse_attention", "explain", "last_dispatch", "MaskSpec", "from_dense", "from_flashinfer_bsr",
-    "from_flex_block_mask", "TesseraError", "TesseraRuntimeError", "TesseraUnsupportedError",
+    "from_flex_block_mask", "load_plan_table", "plan_table", "TesseraError", "TesseraRuntimeError",
+    "TesseraUnsupportedError",
 ]

@@ -15,7 +15,7 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from . import _arrays
+from . import _arrays, plan_tables
 from .converters import KIND_CODES, MaskSpec, _pair, to_mask_spec  # noqa: F401 (MaskSpec used by ops)
 from .errors import TesseraError, TesseraUnsupportedError
 
@@ -268,8 +268,10 @@ def _run(q, k, v, spec: MaskSpec, bq: int, bkv: int, scale, layout: str, return_
                         mask_version, plan_id or "")
         _last_device = device
     else:
-        _last_cpu = _C().run_cpu(qv, kv, vv, ov, lse_arg, bq, bkv, kind, m0, m1, mb, mh, nqb, nkvb, scale, _CPU_ARCH,
-                                 plan_id or "", True)
+        user = plan_tables._active  # a user table (load_plan_table): select as on its arch
+        arch, table_path = (user["arch"], user["path"]) if user is not None else (_CPU_ARCH, "")
+        _last_cpu = _C().run_cpu(qv, kv, vv, ov, lse_arg, bq, bkv, kind, m0, m1, mb, mh, nqb, nkvb, scale, arch,
+                                 plan_id or "", True, table_path)
         _last_cpu["device"] = "cpu"
         _last_device = None
     return o, lse
@@ -306,8 +308,10 @@ def block_sparse_attention(q, k, v, block_mask, block_size=None, *, scale: Optio
         TesseraError("plan_id") ("empty plan id; pass None to select a plan").
 
     Returns O (shape and dtype of q; numpy f16 -> f16), or (O, LSE) when return_lse.
+    Plans are selected with the embedded plan table, or the user table of :func:`tessera.load_plan_table`.
     Raises TesseraError (ValueError) naming the argument for invalid input, TesseraUnsupportedError
-    (NotImplementedError) for valid but unsupported requests, TesseraRuntimeError for CUDA failures. Nothing is
+    (NotImplementedError) for valid but unsupported requests, TesseraRuntimeError for CUDA failures (and, on a
+    CUDA device, "plan_table_path" when the loaded user table was profiled for another architecture). Nothing is
     written to any output on error. Under torch.compile the call goes through the custom op
     ``torch.ops.tessera.block_sparse_attention`` (fake implementation for shape propagation).
     """
@@ -328,7 +332,7 @@ def block_sparse_attention(q, k, v, block_mask, block_size=None, *, scale: Optio
 
 def last_dispatch(device: Optional[int] = None) -> Dict[str, Any]:
     """What the last call did: plan_id, regime ("<key>/leaf<N>", "<key>/default", "<key>/forced"), source ("table",
-    "base", "default", "forced"), ranks_skipped, cache_hit, prepare_speculated / prepare_speculation_hit (GPU: the
+    "base", "default", "forced"), table_status (which plan table selected it), ranks_skipped, cache_hit, prepare_speculated / prepare_speculation_hit (GPU: the
     launch preparation was enqueued before the mask statistics were read / and kept), mask statistics (mask_shape, active_blocks, runs, density,
     run_coverage, mean_run_length, mean_row_active, max_row_active, row_imbalance, empty_rows) and host timings
     (host_mask_state_us, host_select_us, host_prepare_us, host_launch_us, host_dispatch_us in microseconds,
@@ -356,8 +360,9 @@ def explain(q, k, v, block_mask, block_size=None, *, scale: Optional[float] = No
     """The plan and regime Tessera chooses for this request, with the mask statistics s(M) it selected on.
 
     There is no dry run: the request is executed (output discarded) and the dispatch record returned, see
-    :func:`last_dispatch` for the keys; on the GPU the dict also has "arch" and "table_status" (which plan table is in
-    use, or why none is). On the CPU the selection mimics sm90a (H100/H200) with its embedded plan table.
+    :func:`last_dispatch` for the keys ("table_status": which plan table selected the plan, or why none did; on the
+    GPU the dict also has "arch"). On the CPU the selection mimics sm90a (H100/H200) with its embedded plan table,
+    or the arch of the user table loaded with :func:`tessera.load_plan_table`.
     Same arguments and errors as :func:`block_sparse_attention`.
     """
     block_sparse_attention(q, k, v, block_mask, block_size, scale=scale, layout=layout, plan_id=plan_id)

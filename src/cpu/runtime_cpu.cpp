@@ -2,6 +2,7 @@
 #include "tessera/runtime_cpu.hpp"
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -10,6 +11,7 @@
 #include "core/embedded_tables.hpp"
 #include "core/launch_prep.hpp"
 #include "core/plan_table.hpp"
+#include "core/plan_table_file.hpp"
 #include "core/request_plan.hpp"
 #include "core/selector.hpp"
 #include "cpu/plan_executor.hpp"
@@ -25,26 +27,64 @@ Arch parse_arch(const std::string& name) {
   throw Error(ErrorCode::kInvalidArgument, "arch", "unknown architecture '" + name + "' (expected sm80, sm86, sm89, sm90a or sm120)");
 }
 
+/// A plan table as selection uses it, with the status string run_cpu reports (table null: default plans).
+struct LoadedTable {
+  std::shared_ptr<const PlanTable> table;
+  std::string status;
+};
+
 /// The embedded plan table of `arch`, parsed once per process (null: none embedded, or rejected: the documented
 /// fallback to default plans). Thread-safe.
-const PlanTable* embedded_table(const std::string& arch) {
+LoadedTable embedded_table(const std::string& arch) {
   static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<PlanTable>> tables;  // null entry: none usable
+  static std::map<std::string, LoadedTable> tables;
   const std::lock_guard<std::mutex> lock(mu);
   auto it = tables.find(arch);
   if (it == tables.end()) {
-    std::unique_ptr<PlanTable> t;
+    LoadedTable t;
     const std::string_view js = embedded_plan_table(arch);
-    if (!js.empty()) {
+    const std::string origin = "embedded table for " + arch;
+    if (js.empty()) {
+      t.status = "no plan table embedded for " + arch + ": documented default plans";
+    } else {
       try {
-        t = std::make_unique<PlanTable>(plan_table_for_arch(std::string(js), arch, std::string(catalog_version())));
-      } catch (const Error&) {
-        // documented fallback: default plans
+        auto p = std::make_shared<PlanTable>(plan_table_for_arch(std::string(js), arch, std::string(catalog_version())));
+        t.status = origin + " (" + p->catalog_version + ", " + std::to_string(p->trees.size()) + " keys)";
+        t.table = std::move(p);
+      } catch (const Error& e) {
+        t.status = origin + " rejected, documented default plans used: " + e.message();  // documented fallback
       }
     }
     it = tables.emplace(arch, std::move(t)).first;
   }
-  return it->second.get();
+  return it->second;
+}
+
+/// The user table at `path` for `arch` (read_plan_table_file: errors name the file), parsed again only when the
+/// file's size or modification time changed since it was last read. Thread-safe.
+LoadedTable user_table(const std::string& path, const std::string& arch) {
+  struct Cached {
+    std::filesystem::file_time_type mtime;
+    std::uintmax_t size = 0;
+    LoadedTable loaded;
+  };
+  static std::mutex mu;
+  static std::map<std::pair<std::string, std::string>, Cached> tables;
+  std::error_code ec1, ec2;
+  const auto mtime = std::filesystem::last_write_time(path, ec1);
+  const auto size = std::filesystem::file_size(path, ec2);
+  const std::lock_guard<std::mutex> lock(mu);
+  const auto k = std::make_pair(path, arch);
+  if (auto it = tables.find(k); it != tables.end() && !ec1 && !ec2 && it->second.mtime == mtime && it->second.size == size)
+    return it->second.loaded;
+  PlanTableFileInfo info;
+  Cached c;
+  c.loaded.table = std::make_shared<PlanTable>(read_plan_table_file(path, arch, &info));  // throws naming the file
+  c.loaded.status = info.status;
+  c.mtime = mtime;
+  c.size = size;
+  tables[k] = c;
+  return c.loaded;
 }
 
 double us_since(std::chrono::steady_clock::time_point t0) {
@@ -79,7 +119,12 @@ DispatchInfo run_cpu(const AttentionRequest& request, const CpuRunOptions& optio
     info.source = "forced";
     info.regime = request_key(er).str() + "/forced";
   } else {
-    const PlanTable* table_ptr = options.use_plan_table ? embedded_table(options.arch) : nullptr;
+    LoadedTable loaded;
+    if (!options.use_plan_table) loaded.status = "plan tables disabled: documented default plans";
+    else if (!options.plan_table_path.empty()) loaded = user_table(options.plan_table_path, options.arch);
+    else loaded = embedded_table(options.arch);
+    const PlanTable* table_ptr = loaded.table.get();
+    info.table_status = loaded.status;
     const FeatureVector f = make_features(shape.batch, shape.heads_q, shape.n_q, mask.stats);
     const Selection s = select_plan(catalog(), table_ptr, er, f);
     plan = s.plan;

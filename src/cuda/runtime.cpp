@@ -4,15 +4,13 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
-#include <filesystem>
 #include <functional>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "core/catalog.hpp"
 #include "core/embedded_tables.hpp"
 #include "core/plan_table.hpp"
+#include "core/plan_table_file.hpp"
 #include "core/request_plan.hpp"
 #include "core/selector.hpp"
 #include "cuda/check.cuh"
@@ -183,25 +181,18 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
     m.table_status = "plan tables disabled: documented default plans";
     return;
   }
-  std::string text, origin;
-  if (!options.plan_table_path.empty()) {
-    std::error_code ec;  // a directory opens as an ifstream on Linux and reads as nothing: say what it is
-    if (std::filesystem::is_directory(options.plan_table_path, ec))
-      throw Error(ErrorCode::kIoError, "plan_table_path", "'" + options.plan_table_path + "' is a directory");
-    std::ifstream in(options.plan_table_path);
-    if (!in) throw Error(ErrorCode::kIoError, "plan_table_path", "cannot read '" + options.plan_table_path + "'");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) throw Error(ErrorCode::kIoError, "plan_table_path", "error reading '" + options.plan_table_path + "'");
-    text = ss.str();
-    origin = "table from " + options.plan_table_path;
-  } else {
-    text = std::string(embedded_plan_table(m.arch_name_str));
-    origin = "embedded table for " + m.arch_name_str;
-    if (text.empty()) {
-      m.table_status = "no plan table embedded for " + m.arch_name_str + ": documented default plans";
-      return;
-    }
+  if (!options.plan_table_path.empty()) {  // a user table: checked strictly, never a silent fallback
+    PlanTableFileInfo file;
+    m.table = read_plan_table_file(options.plan_table_path, m.arch_name_str, &file);
+    warm_selector_cache(*m.table, m.selector_cache);  // no request parses a plan id
+    m.table_status = file.status;
+    return;
+  }
+  const std::string text(embedded_plan_table(m.arch_name_str));
+  const std::string origin = "embedded table for " + m.arch_name_str;
+  if (text.empty()) {
+    m.table_status = "no plan table embedded for " + m.arch_name_str + ": documented default plans";
+    return;
   }
   try {
     m.table = plan_table_for_arch(text, m.arch_name_str, std::string(catalog_version()));
@@ -360,6 +351,7 @@ void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptio
     TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, m.ev_start, m.ev_stop));
     info.kernel_ms = ms;
   }
+  info.table_status = m.table_status;
   m.info = info;
   if (options.mask_version != 0) m.last_key = key;
 }

@@ -162,11 +162,20 @@ TEST(Runtime, CorruptOrMissingPlanTables) {
   TESSERA_REQUIRE_GPU();
   const std::string path = ::testing::TempDir() + "/corrupt_table.json";
   std::ofstream(path) << "{\"format\": \"tessera-plan-table\", \"format_version\": 99}";
-  Runtime rt(RuntimeOptions{.plan_table_path = path, .use_plan_table = true, .max_workspace_bytes = -1});
-  EXPECT_NE(rt.table_status().find("rejected"), std::string::npos) << rt.table_status();
+  // A user table that is not usable is an error naming the file, never a silent fallback (plan_table_file.hpp).
+  try {
+    Runtime rt(RuntimeOptions{.plan_table_path = path, .use_plan_table = true, .max_workspace_bytes = -1});
+    ADD_FAILURE() << "no error for a corrupt plan_table_path: " << rt.table_status();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kFormatError) << e.what();
+    EXPECT_EQ(e.argument(), "plan_table_path") << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+  Runtime plain(RuntimeOptions{.plan_table_path = "", .use_plan_table = false, .max_workspace_bytes = -1});
   GpuCase c = make_case(13, 64, 64, 300, 2, 2, 128, DType::kBFloat16, 0.3);
-  rt.run(c.req, nullptr);  // documented default plan
-  EXPECT_EQ(rt.last_dispatch().source, "default");
+  plain.run(c.req, nullptr);  // documented default plan
+  EXPECT_EQ(plain.last_dispatch().source, "default");
+  EXPECT_EQ(plain.last_dispatch().table_status, plain.table_status());
   testing::device_sync();
   EXPECT_LE(error_vs_reference(c), 1e-2);
   // A path that cannot be read as a file (missing, or a directory) is an I/O error naming the option, not a

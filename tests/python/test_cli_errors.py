@@ -7,7 +7,9 @@ included), compile-table --eval-report (rows, header alone, refused when it is -
 regenerated mask; bad case ids: one message naming --in and the line; a missing --sta-table named as such), run argument checks
 (--families, --cases-per-family on the CPU path), mask files (padding bits, errors naming the path, directories,
 crafted headers: overflowing sizes, bad integers and types), masks generate/stats and profile --list argument checks
-(--seed, a non-empty --out, an STA table that is a directory), outputs refused before any work (an output that is
+(--seed, a non-empty --out, an STA table that is a directory), profile --masks (the user's mask files: --list lines
+with case id, split, request and path; missing files, directories without masks, repeated files or case ids, malformed
+files, options it excludes), outputs refused before any work (an output that is
 an input: masks render, profile-refeature --case-stats, run --json over the STA table; --out = --case-stats; a repeated
 profile --splits; paths on /proc or /sys, devices such as /dev/full, a directory as profile --out),
 inspect catalog / inspect plan (errors naming plan_id), unknown or missing subcommands.
@@ -264,6 +266,62 @@ def mask_files(tessera, work):
     check(rc != 0 and bad in se, "masks stats names the bad file", so + se)
     rc, so, se = run(tessera, "inspect-mask", bad_dir)
     check(rc == 2 and bad_dir in se and "io error" in se, "inspect-mask DIR: io error naming the path", so + se)
+
+
+def profile_masks(tessera, work):
+    """`tessera profile --masks`: the user's mask files (corpus format): the case list (--list, no GPU) and its errors."""
+    corpus = os.path.join(work, "cli_corpus")  # written by mask_files()
+    manifest = json.load(open(os.path.join(corpus, "manifest.json")))
+    files = [os.path.join(corpus, e["file"]) for e in manifest["cases"]]
+    fam_dir = os.path.dirname(files[0])
+    in_dir = sorted(f for f in files if os.path.dirname(f) == fam_dir)
+    rc, so, se = run(tessera, "profile", "--list", "--masks", fam_dir)
+    lines = so.splitlines()
+    check(rc == 0 and len(lines) == len(in_dir), "profile --masks DIR --list: one line per file", so + se)
+    for line, path, e in zip(lines, in_dir, [e for e in manifest["cases"] if os.path.join(corpus, e["file"]) in in_dir]):
+        with open(path, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            meta = json.loads(f.read(n))["__metadata__"]
+        want = (f"{meta['family']}/{meta['source_id']}/{meta['index']} {meta['split']} "
+                f"request {meta['source_id']}#{meta['chunk']} {path}")
+        check(line == want, f"profile --masks --list line for {path}", f"{line!r} != {want!r}")
+    rc, so, se = run(tessera, "profile", "--list", "--masks", in_dir[0], in_dir[1], "--splits", "evaluation")
+    want_eval = sum(1 for p in in_dir[:2] if " evaluation " in next(l for l in lines if l.endswith(p)))
+    check((rc == 0 and len(so.splitlines()) == want_eval) or (want_eval == 0 and rc == 2 and "--masks" in se),
+          "profile --masks FILES --splits evaluation keeps the evaluation files", so + se)
+    missing = os.path.join(work, "no_such_masks.safetensors")
+    rc, so, se = run(tessera, "profile", "--list", "--masks", missing)
+    check(rc == 2 and missing in se and "io error" in se, "profile --masks: a missing file is an io error naming it", so + se)
+    empty_dir = os.path.join(work, "empty_masks")
+    shutil.rmtree(empty_dir, ignore_errors=True)
+    os.makedirs(empty_dir)
+    open(os.path.join(empty_dir, "notes.txt"), "w").write("not a mask")
+    rc, so, se = run(tessera, "profile", "--list", "--masks", empty_dir)
+    check(rc == 2 and "--masks" in se and empty_dir in se and ".safetensors" in se,
+          "profile --masks DIR without .safetensors files names --masks and the directory", so + se)
+    rc, so, se = run(tessera, "profile", "--list", "--masks", in_dir[0], "./" + os.path.relpath(in_dir[0]))
+    check(rc == 2 and "--masks" in se and "more than once" in se, "profile --masks: a file given twice", so + se)
+    copy_dir = os.path.join(work, "copied_masks")
+    shutil.rmtree(copy_dir, ignore_errors=True)
+    os.makedirs(copy_dir)
+    copy = os.path.join(copy_dir, "copy.safetensors")
+    shutil.copy(in_dir[0], copy)
+    rc, so, se = run(tessera, "profile", "--list", "--masks", in_dir[0], copy)
+    check(rc == 2 and "same case" in se and in_dir[0] in se and copy in se,
+          "profile --masks: two files with one case id, both named", so + se)
+    bad = os.path.join(work, "bad_masks", "bad.safetensors")  # padding bits set, written by mask_files()
+    rc, so, se = run(tessera, "profile", "--list", "--masks", fam_dir, bad)
+    check(rc == 2 and bad in se and "padding" in se, "profile --masks: a malformed file is named", so + se)
+    rc, so, se = run(tessera, "profile", "--list", "--masks", fam_dir, "--families", "Q16K16")
+    check(100 <= rc <= 115 and "excludes" in (so + se), "profile --masks excludes --families", so + se)
+    rc, so, se = run(tessera, "profile", "--list", "--masks", fam_dir, "--cases-per-split", "2")
+    check(100 <= rc <= 115 and "excludes" in (so + se), "profile --masks excludes --cases-per-split", so + se)
+    rc, so, se = run(tessera, "profile", "--list", "--masks", fam_dir, "--splits", "evaluation", "evaluation")
+    check(rc == 2 and "--splits" in se, "profile --masks: a repeated --splits", so + se)
+    out_dir = os.path.join(work, "profile_out_dir")
+    os.makedirs(out_dir, exist_ok=True)
+    rc, so, se = run(tessera, "profile", "--masks", fam_dir, "--out", out_dir)
+    check(rc == 2 and "--out" in se, "profile --masks --out DIR fails before any profiling, naming --out", so + se)
 
 
 def crafted_mask(path, meta=None, tensor=None, data=b"\0" * 8):
@@ -572,6 +630,7 @@ def main():
     profile_refeature(tessera, work)
     run_command(tessera, work)
     mask_files(tessera, work)
+    profile_masks(tessera, work)
     crafted_mask_files(tessera, work)
     corpus_commands(tessera, work)
     output_paths(tessera, work)

@@ -1,0 +1,39 @@
+#pragma once
+/// @file profile_inputs.hpp
+/// What `tessera profile` profiles and how its records name it (docs/selection.md): corpus cases, or the user's own
+/// mask files (`--masks`: the corpus file format of mask_file.hpp, given as files or directories of .safetensors
+/// files). Host-only, so the case list and the records' identity fields are testable without a GPU.
+/// Uses the records type of src/core/table_compiler.hpp (include src/ as the tools and tests do).
+#include <string>
+#include <vector>
+
+#include "core/table_compiler.hpp"
+#include "tessera_corpus/family.hpp"
+
+namespace tessera::corpus {
+
+/// A record carrying the identity fields of case `m` as `tessera profile` writes them (plan, latency, features and
+/// role left empty): case "<family>/<source_id>/<index>", source = source_id, request "<source_id>#<chunk>", split
+/// "profile" (corpus split "profiling") or "eval" ("evaluation"), key "<arch>.bf16.d128.q<B_Q>.kv<B_KV>" (the
+/// profiler times head_dim 128, bf16). Throws Error(kInvalidArgument, "case") for a family or source that is empty,
+/// a family containing '/', or a split that is neither corpus split.
+ProfileRecord case_record_fields(const CaseMeta& m, const std::string& arch);
+
+/// One user mask file to profile.
+struct MaskFileInput {
+  std::string path;     ///< the file, as found (a directory's files are "<dir>/<name>")
+  CaseMeta meta;        ///< its metadata (the mask is read again when the case is profiled)
+  std::string case_id;  ///< case_record_fields(meta, ...).case_id
+};
+
+/// The mask files named by `paths` (`--masks`), in order: a file is taken as given (any name), a directory
+/// contributes its regular files ending in ".safetensors" (not its subdirectories), sorted by name. Every file is
+/// read and checked (read_mask_file). Only files whose metadata split is in `splits` ("profiling", "evaluation")
+/// are returned. Errors: Error(kInvalidArgument, "--masks") for no path, a path given twice (however spelled), a
+/// directory with no .safetensors file, two files holding the same case id (both named: family, source_id and
+/// index must tell cases apart), or no file in `splits`; read_mask_file's errors (kIoError for a missing or
+/// unreadable path, kFormatError for a malformed file) and case_record_fields's, with the file's path as argument.
+std::vector<MaskFileInput> list_mask_files(const std::vector<std::string>& paths,
+                                           const std::vector<std::string>& splits);
+
+}  // namespace tessera::corpus

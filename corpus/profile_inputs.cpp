@@ -1,0 +1,94 @@
+#include "tessera_corpus/profile_inputs.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "tessera/error.hpp"
+#include "tessera_corpus/mask_file.hpp"
+
+namespace tessera::corpus {
+
+ProfileRecord case_record_fields(const CaseMeta& m, const std::string& arch) {
+  if (m.family.empty() || m.source_id.empty())
+    throw Error(ErrorCode::kInvalidArgument, "case", "family and source_id must not be empty");
+  if (m.family.find('/') != std::string::npos)  // the case id's family is everything before the first '/'
+    throw Error(ErrorCode::kInvalidArgument, "case", fmt::format("family '{}' contains '/'", m.family));
+  if (m.split != "profiling" && m.split != "evaluation")
+    throw Error(ErrorCode::kInvalidArgument, "case",
+                fmt::format("split '{}' is not 'profiling' or 'evaluation'", m.split));
+  ProfileRecord r;
+  r.case_id = fmt::format("{}/{}/{}", m.family, m.source_id, m.index);
+  r.source = m.source_id;
+  r.request = fmt::format("{}#{}", m.source_id, m.chunk);
+  r.split = m.split == "profiling" ? "profile" : "eval";
+  r.key = fmt::format("{}.bf16.d128.q{}.kv{}", arch, m.block_q, m.block_kv);
+  return r;
+}
+
+namespace {
+namespace fs = std::filesystem;
+
+/// The files `path` stands for: itself, or a directory's *.safetensors files sorted by name.
+std::vector<std::string> expand(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return {path};  // read_mask_file says what is wrong with a missing path
+  std::vector<std::string> files;
+  for (const fs::directory_entry& e : fs::directory_iterator(path, ec))
+    if (e.path().extension() == ".safetensors" && e.is_regular_file(ec)) files.push_back(e.path().string());
+  if (ec) throw Error(ErrorCode::kIoError, path, fmt::format("cannot list the directory: {}", ec.message()));
+  if (files.empty())
+    throw Error(ErrorCode::kInvalidArgument, "--masks", fmt::format("directory '{}' holds no .safetensors file", path));
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+/// One spelling per file, so "a.safetensors" and "./a.safetensors" are the same input.
+std::string canonical(const std::string& path) {
+  std::error_code ec;
+  const fs::path p = fs::weakly_canonical(path, ec);
+  return ec ? path : p.string();
+}
+}  // namespace
+
+std::vector<MaskFileInput> list_mask_files(const std::vector<std::string>& paths,
+                                           const std::vector<std::string>& splits) {
+  if (paths.empty()) throw Error(ErrorCode::kInvalidArgument, "--masks", "no mask file or directory given");
+  std::set<std::string> seen_paths;
+  std::map<std::string, std::string> case_files;  // case id -> file
+  std::vector<MaskFileInput> out;
+  int all = 0;
+  for (const std::string& given : paths) {
+    if (given.empty()) throw Error(ErrorCode::kInvalidArgument, "--masks", "an empty path");
+    if (!seen_paths.insert(canonical(given)).second)
+      throw Error(ErrorCode::kInvalidArgument, "--masks", fmt::format("'{}' is given more than once", given));
+    for (const std::string& file : expand(given)) {
+      if (file != given && !seen_paths.insert(canonical(file)).second)
+        throw Error(ErrorCode::kInvalidArgument, "--masks", fmt::format("'{}' is given more than once", file));
+      MaskFileInput in;
+      in.path = file;
+      in.meta = read_mask_file(file).meta;
+      try {
+        in.case_id = case_record_fields(in.meta, "sm90a").case_id;
+      } catch (const Error& e) {
+        throw Error(ErrorCode::kFormatError, file, e.message());
+      }
+      const auto [it, fresh] = case_files.emplace(in.case_id, file);
+      if (!fresh)
+        throw Error(ErrorCode::kInvalidArgument, "--masks",
+                    fmt::format("'{}' and '{}' hold the same case {} (family, source_id and index must tell cases "
+                                "apart)", it->second, file, in.case_id));
+      ++all;
+      if (std::find(splits.begin(), splits.end(), in.meta.split) != splits.end()) out.push_back(std::move(in));
+    }
+  }
+  if (out.empty())
+    throw Error(ErrorCode::kInvalidArgument, "--masks",
+                fmt::format("none of the {} mask files is in the splits given (--splits)", all));
+  return out;
+}
+
+}  // namespace tessera::corpus
