@@ -169,8 +169,12 @@ void add_inspect_command(CLI::App& app) {
     const CatalogEntry* e = find_plan_entry(p);
     fmt::print("kernel      {} ({})\n", plan_kernel_name(p), e ? "in the catalog" : "NOT in the catalog");
     if (e && !entry_targets(*e, p.arch)) {
-      fmt::print("            needs {} B of shared memory per CTA: cannot launch on {} (limit {} B)\n", e->smem_bytes,
-                 arch_name(p.arch), max_dynamic_smem_bytes(p.arch));
+      if (!family_targets(e->family, p.arch))
+        fmt::print("            the {} family is built for {} only: cannot launch on {}\n", family_name(e->family),
+                   archs_text(family_architectures(e->family)), arch_name(p.arch));
+      else
+        fmt::print("            needs {} B of shared memory per CTA: cannot launch on {} (limit {} B)\n", e->smem_bytes,
+                   arch_name(p.arch), max_dynamic_smem_bytes(p.arch));
       std::fflush(stdout);  // the plan above stays above the message when both go to one file
       fmt::print(stderr, "tessera inspect plan: the catalog entry cannot launch on {}\n", arch_name(p.arch));
       throw CLI::RuntimeError(1);
