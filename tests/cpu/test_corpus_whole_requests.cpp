@@ -115,7 +115,7 @@ TEST(WholeRequests, WriterFilesAndManifest) {
   CorpusOptions opt;
   opt.small = true;
   opt.families = {"Q64K64-HD", "Q128K128"};
-  const fs::path out = unique_temp_path("whole_requests");
+  const fs::path out = tessera::testing::unique_temp_path("whole_requests");
   const CorpusSummary s = write_whole_requests(out.string(), opt, "evaluation", 3, 2);
   EXPECT_EQ(s.cases, 6);
   EXPECT_EQ(s.evaluation, 6);
@@ -134,7 +134,7 @@ TEST(WholeRequests, WriterFilesAndManifest) {
   }
   fs::remove_all(out);
   for (const auto& [split, count, arg] : {std::tuple{"bogus", 1, "split"}, std::tuple{"evaluation", 0, "count"}}) {
-    const fs::path o2 = unique_temp_path("whole_requests_bad");
+    const fs::path o2 = tessera::testing::unique_temp_path("whole_requests_bad");
     try {
       (void)write_whole_requests(o2.string(), opt, split, count, 1);
       ADD_FAILURE() << split << " " << count << " accepted";
