@@ -292,9 +292,10 @@ CaseOrigin case_origin(const std::string& family, int index, const CorpusOptions
   return {c.src->id, c.chunk, split_of(c.chunk), c.generation};
 }
 
-Case make_case(const std::string& family, int index, const CorpusOptions& opt) {
-  check_case_index(family, index, opt);
-  if (family == "STA-real") return make_sta_case(index, opt);
+namespace {
+
+// Case `index` of a model/rule family: the stored case's heads, or (whole) every head of the model's layer.
+Case make_model_case(const std::string& family, int index, const CorpusOptions& opt, bool whole) {
   const FamilySpec& fam = family_spec(family);
   const SourcePlan sp = source_plan(opt.small);
   const SourceCoords at = source_coords(family_sources(family), sp, index);
@@ -329,10 +330,14 @@ Case make_case(const std::string& family, int index, const CorpusOptions& opt) {
   ctx.step = first_step + (si * span / sp.steps_per_chunk + offset) % span;
   ctx.steps = model.steps;
   ctx.request_seed = req;
-  for (int h = 0; h < heads; ++h) ctx.head_ids.push_back((head0 + h) % model.heads);
+  // The whole request draws exactly what the stored case draws (head0 included), then takes every head in
+  // model order: each generator fills a head from (request, layer, step, head id) alone, so the stored case's head h
+  // is the whole request's head (head0 + h) % model.heads, bit for bit.
+  const int mask_heads = whole ? model.heads : heads;
+  for (int h = 0; h < mask_heads; ++h) ctx.head_ids.push_back(whole ? h : (head0 + h) % model.heads);
 
   Case c;
-  c.mask = PackedMask(heads, lq.n_blocks, lkv.n_blocks);
+  c.mask = PackedMask(mask_heads, lq.n_blocks, lkv.n_blocks);
   HeadNotes notes;
   if (src.sparsifier == "vsa") vsa_model(ctx, src.param, c.mask, notes);
   else if (src.sparsifier == "longcat") longcat_model(ctx, src.param, c.mask, notes);
@@ -355,7 +360,7 @@ Case make_case(const std::string& family, int index, const CorpusOptions& opt) {
   m.tokens_real = model.grid.tokens();
   m.block_q = fam.block_q;
   m.block_kv = fam.block_kv;
-  m.heads = heads;
+  m.heads = mask_heads;
   m.head_ids = join_heads(ctx.head_ids);
   m.step = ctx.step;
   m.layer = ctx.layer;
@@ -365,6 +370,26 @@ Case make_case(const std::string& family, int index, const CorpusOptions& opt) {
   m.split = split_of(chunk);
   m.notes = notes_json(notes);
   return c;
+}
+
+}  // namespace
+
+Case make_case(const std::string& family, int index, const CorpusOptions& opt) {
+  check_case_index(family, index, opt);
+  if (family == "STA-real") return make_sta_case(index, opt);
+  return make_model_case(family, index, opt, false);
+}
+
+int request_heads(const std::string& family, int index, const CorpusOptions& opt) {
+  check_case_index(family, index, opt);
+  if (family == "STA-real") return sta_table(opt)->heads;
+  return model_geometry(source_coords(family_sources(family), source_plan(opt.small), index).src->model).heads;
+}
+
+Case make_whole_request(const std::string& family, int index, const CorpusOptions& opt) {
+  check_case_index(family, index, opt);
+  if (family == "STA-real") return make_sta_case(index, opt);  // its cases already hold all 24 heads
+  return make_model_case(family, index, opt, true);
 }
 
 }  // namespace tessera::corpus

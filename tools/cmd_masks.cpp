@@ -83,7 +83,24 @@ void add_masks_command(CLI::App& app) {
       ->default_str("all cores");
   gen->add_option("--sta-table", sta_table,
                   "Real STA table JSON (default: $TESSERA_STA_TABLE, else corpus/data, else shared/masks)");
-  gen->callback([] {
+  static bool whole = false;
+  static std::string req_split = "evaluation";
+  static int per_family = 4;
+  gen->add_flag("--whole-requests", whole,
+                "Write whole requests instead of the corpus: chosen cases with every head of the model's layer");
+  auto* split_opt = gen->add_option("--split", req_split, "With --whole-requests: profiling or evaluation (default evaluation)");
+  auto* cpf_opt = gen->add_option("--cases-per-family", per_family,
+                                  "With --whole-requests: requests per family, 1..100000 (default 4; fewer when the "
+                                  "split has fewer cases)")
+                      ->check(CLI::Range(1, 100000));
+  gen->callback([split_opt, cpf_opt] {
+    if (!whole) {  // options of whole requests alone would be ignored silently
+      if (split_opt->count()) throw Error(ErrorCode::kInvalidArgument, "--split", "only with --whole-requests");
+      if (cpf_opt->count()) throw Error(ErrorCode::kInvalidArgument, "--cases-per-family", "only with --whole-requests");
+    } else if (req_split != "profiling" && req_split != "evaluation") {
+      throw Error(ErrorCode::kInvalidArgument, "--split",
+                  fmt::format("unknown split '{}' (the corpus splits are 'profiling' and 'evaluation')", req_split));
+    }
     corpus::CorpusOptions opt;
     opt.seed = parse_seed(seed, "--seed");
     opt.small = small;
@@ -103,14 +120,16 @@ void add_masks_command(CLI::App& app) {
     const auto t0 = std::chrono::steady_clock::now();
     corpus::CorpusSummary s;
     try {
-      s = corpus::write_corpus(out, opt, threads, [](const std::string& m) { fmt::print("{}\n", m); });
+      const auto log = [](const std::string& m) { fmt::print("{}\n", m); };
+      s = whole ? corpus::write_whole_requests(out, opt, req_split, per_family, threads, log)
+                : corpus::write_corpus(out, opt, threads, log);
     } catch (const Error& e) {  // the library names its parameter: name the option
       if (e.argument() == "out") throw Error(e.code(), "--out", e.message());
       if (e.argument() == "sta_table") throw Error(e.code(), "--sta-table", e.message());
       throw;
     }
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    fmt::print("wrote {} cases to {} in {:.1f} s\n", s.cases, out, sec);
+    fmt::print("wrote {} {} to {} in {:.1f} s\n", s.cases, whole ? "whole requests" : "cases", out, sec);
   });
 
   auto* st = masks->add_subcommand("stats", "Statistics of mask files or corpus directories, per family");

@@ -66,6 +66,29 @@ def family_geomeans(doc: Dict[str, Any]) -> List[Dict[str, Any]]:
     return out
 
 
+def corpus_geomeans(doc: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """corpus-eval, one entry per family (whole requests, one workload each): the geometric mean over the family's
+    requests of each system's TF/s and of Tessera's speedup over each peer (kernel and request), with the counts."""
+    fam: Dict[str, List[str]] = {}
+    for w in doc.get("workloads", []):
+        if w.get("group") == "corpus" and w.get("family"):
+            fam.setdefault(w["family"], []).append(w["name"])
+    rb = schema.rows_by(doc)
+    out = []
+    for f, names in fam.items():
+        e: Dict[str, Any] = {"family": f, "requests": len(names),
+                             "heads": sorted({w["heads"] for w in doc["workloads"] if w["name"] in names})}
+        for s in schema.SYSTEMS:
+            e[f"tflops_{s}"] = geomean([schema.ok(rb.get((n, s)), "tflops") for n in names])
+        for peer in ("flashinfer", "flex", "tessera-best"):
+            for key, label in (("kernel_ms", "kernel"), ("request_ms", "request")):
+                xs = [speedup(doc, n, peer, key) for n in names]
+                e[f"{label}_{peer}"] = geomean(xs)
+                e[f"n_{label}_{peer}"] = sum(x is not None for x in xs)
+        out.append(e)
+    return out
+
+
 # ------------------------------------------------------------------------------------------------ charts
 def draw_charts(doc: Dict[str, Any], out_dir: str) -> List[str]:
     """Writes tflops.png and speedup.png into out_dir; returns their paths ([] without matplotlib)."""
@@ -179,6 +202,25 @@ def markdown(doc: Dict[str, Any], charts: Sequence[str] = (), md_dir: str = ".",
         r = "-" if g["request"] is None else f"{g['request']:.2f}x"
         L.append(f"| {label} | {k} | {r} | {g['n_kernel']} / {g['n_request']} of {g['n']} |")
     L.append("")
+    cg = corpus_geomeans(doc)
+    if cg:
+        L.append("## corpus-eval: whole requests, per family")
+        L.append("")
+        L.append("Geometric means over each family's whole requests (every head of one layer at one step of one "
+                 "corpus source; one row per request below). Speedup = peer time / Tessera time.")
+        L.append("")
+        L.append("| family | requests | heads | " + " | ".join(f"{SYSTEM_LABELS[s]} TF/s" for s in schema.SYSTEMS)
+                 + " | kernel vs FlashInfer | kernel vs Flex | request vs FlashInfer | request vs Flex | "
+                   "selected / best plan |")
+        L.append("|---|---|---|" + "---|" * (len(schema.SYSTEMS) + 5))
+        for e in cg:
+            def x(v):
+                return "-" if v is None else f"{v:.2f}x"
+            L.append(f"| {e['family']} | {e['requests']} | {', '.join(map(str, e['heads']))} | "
+                     + " | ".join(_f(e[f"tflops_{s}"], 0) for s in schema.SYSTEMS)
+                     + f" | {x(e['kernel_flashinfer'])} | {x(e['kernel_flex'])} | {x(e['request_flashinfer'])} | "
+                       f"{x(e['request_flex'])} | {x(e['kernel_tessera-best'])} |")
+        L.append("")
     if charts:
         L.append("## Charts")
         L.append("")

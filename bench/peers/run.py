@@ -30,6 +30,8 @@ T0 = time.monotonic()
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: the `peers` package
 
 from peers import report, schema  # noqa: E402
+from peers import corpus_requests  # noqa: E402
+from peers.corpus_requests import CORPUS_FAMILIES  # noqa: E402
 from peers.workloads import REPO, STA_CASE, Workload, all_workloads, mask_stats, select  # noqa: E402
 
 ORDER = ("tessera", "flashinfer", "flex", "tessera-best", "cudnn")  # tessera first: the others compare with it
@@ -68,6 +70,17 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
     ap.add_argument("--sta-case", default=f"{STA_CASE[0]}_{STA_CASE[1]}", help="STA table step_layer (default "
                     "%(default)s)")
     ap.add_argument("--sta-table", default=None)
+    ap.add_argument("--corpus-dir", default=None, help="corpus-eval: a directory of whole requests (`tessera masks "
+                    "generate --whole-requests ...`); default: the harness writes one into --corpus-gen-dir with "
+                    "--tessera-bin")
+    ap.add_argument("--corpus-requests", type=int, default=2, help="corpus-eval: whole requests per family "
+                    "(default 2; with --corpus-dir at most this many of each family are used)")
+    ap.add_argument("--corpus-families", default=",".join(CORPUS_FAMILIES), help="corpus-eval families "
+                    "(default all ten)")
+    ap.add_argument("--corpus-gen-dir", default="/tmp/peers_corpus_requests", help="where the harness writes the "
+                    "whole requests when --corpus-dir is not given (outside $OUT: tens of MB)")
+    ap.add_argument("--tessera-bin", default=None, help="the tessera command line (default: build/gpu/bin/tessera, "
+                    "else build/ci, build/dev)")
     ap.add_argument("--revision", default=None, help="default: .revision, else git, else tessera._C")
     ap.add_argument("--device", default="cuda", help="cuda (the scoreboard) or cpu (a smoke run of the harness)")
     ap.add_argument("--scale", type=float, default=1.0, help="shrink N and heads (smoke runs only)")
@@ -85,6 +98,12 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
             ap.error(f"--systems: unknown system {s!r} (known: {', '.join(schema.SYSTEMS)})")
     if a.reps < 10 and a.device == "cuda":
         ap.error("--reps: the protocol needs at least 10 timed repetitions")
+    if a.corpus_requests < 1:
+        ap.error("--corpus-requests: must be >= 1")
+    a.corpus_families = [f.strip() for f in a.corpus_families.split(",") if f.strip()]
+    for f in a.corpus_families:
+        if f not in CORPUS_FAMILIES:
+            ap.error(f"--corpus-families: unknown family {f!r} (known: {', '.join(CORPUS_FAMILIES)})")
     st, _, sl = a.sta_case.partition("_")
     a.sta_case = (int(st), int(sl))
     return a
@@ -144,6 +163,28 @@ def estimate_s(system: str, w: Workload, stats: Dict[str, Any], a: argparse.Name
     return 1.0 + call * (a.request_reps + a.warmup + a.reps + 3)
 
 
+def corpus_source(a: argparse.Namespace, log=print) -> Dict[str, Any]:
+    """all_workloads()'s corpus arguments: the whole-request directory (given, or written now with the tessera
+    command line when the corpus group is selected), or the reason why there is none (its error rows)."""
+    kw: Dict[str, Any] = {"corpus_per_family": a.corpus_requests, "corpus_families": a.corpus_families}
+    if a.corpus_dir:
+        return {**kw, "corpus_dir": a.corpus_dir}
+    if not any(w.group == "corpus" for w in select(all_workloads(1.0, a.sta_case, a.sta_table), a.workloads)):
+        return kw
+    tessera = corpus_requests.find_tessera_bin(REPO, a.tessera_bin)
+    if not tessera:
+        return {**kw, "corpus_error": f"{schema.NOT_RUN}: no tessera command line (build/gpu/bin/tessera; "
+                                      f"--tessera-bin) to write the whole requests, and no --corpus-dir"}
+    t = time.monotonic()
+    try:
+        d = corpus_requests.generate(tessera, a.corpus_gen_dir, a.corpus_families, a.corpus_requests,
+                                     timeout_s=max(30.0, 0.4 * a.seconds))
+    except (RuntimeError, OSError, subprocess.SubprocessError) as ex:
+        return {**kw, "corpus_error": f"{schema.NOT_RUN}: writing the whole requests failed: {str(ex)[:400]}"}
+    log(f"peers: whole requests in {d} ({time.monotonic() - t:.1f} s)", flush=True)
+    return {**kw, "corpus_dir": d}
+
+
 class Run:
     def __init__(self, a: argparse.Namespace):
         self.a = a
@@ -153,7 +194,7 @@ class Run:
         self.date = now.strftime("%Y-%m-%d")
         os.makedirs(a.out, exist_ok=True)
         self.path = os.path.join(a.out, f"{self.date}_{self.rev}.json")
-        self.workloads = select(all_workloads(a.scale, a.sta_case, a.sta_table), a.workloads)
+        self.workloads = select(all_workloads(a.scale, a.sta_case, a.sta_table, **corpus_source(a)), a.workloads)
         self.doc: Dict[str, Any] = {
             "schema": schema.SCHEMA, "revision": self.rev, "gpu": None, "date": self.date,
             "timestamp": now.isoformat(timespec="seconds"),

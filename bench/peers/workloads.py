@@ -18,6 +18,8 @@ Recipes (the h200_baselines.md ones, re-implemented with numpy):
   head, s[i, j] = -|i - j| / w_h + 0.5 * z[i, j] (w_h = 5 + 40 u_h, u_h uniform, z standard normal), and the top
   round(0.1 * n_kvb) = 118 columns of every row (the probe's VSA-like recipe).
 - dense: every block active (N = 32,768, 16 heads, blocks of 128); cuDNN runs it through SDPA.
+- corpus-eval: whole requests of the mask corpus (every head of one layer at one step of one source), read from the
+  files of `tessera masks generate --whole-requests` (corpus_requests.py); one workload per request.
 """
 from __future__ import annotations
 
@@ -134,6 +136,7 @@ class Workload:
     target_density: Optional[float] = None
     make: Optional[Callable[[], np.ndarray]] = field(default=None, repr=False)
     unsupported: Optional[str] = None  # set: no system runs it; every row is this error
+    family: Optional[str] = None       # corpus-eval: the corpus family of the request
 
     @property
     def n_qb(self) -> int:
@@ -158,7 +161,8 @@ class Workload:
         return {"name": self.name, "group": self.group, "n": self.n, "heads": self.heads, "head_dim": self.head_dim,
                 "block_q": self.block_q, "block_kv": self.block_kv, "dtype": "bf16", "batch": 1,
                 "mask_seed": self.mask_seed, "qkv_seed": self.qkv_seed, "target_density": self.target_density,
-                "recipe": self.recipe, **({"unsupported": self.unsupported} if self.unsupported else {})}
+                "recipe": self.recipe, **({"unsupported": self.unsupported} if self.unsupported else {}),
+                **({"family": self.family} if self.family else {})}
 
 
 def _families(n: int, heads: int, d: int) -> List[Workload]:
@@ -174,10 +178,18 @@ def _families(n: int, heads: int, d: int) -> List[Workload]:
     return out
 
 
+CORPUS_MISSING = ("not run: no whole-request directory (pass --corpus-dir DIR written by `tessera masks generate "
+                  "--whole-requests`, or run where build/gpu/bin/tessera exists so that the harness writes one)")
+
+
 def all_workloads(scale: float = 1.0, sta_case: Tuple[int, int] = STA_CASE,
-                  sta_table: Optional[str] = None) -> List[Workload]:
+                  sta_table: Optional[str] = None, corpus_dir: Optional[str] = None,
+                  corpus_error: Optional[str] = None, corpus_per_family: Optional[int] = None,
+                  corpus_families: Optional[Sequence[str]] = None) -> List[Workload]:
     """The scoreboard's workloads in run order. `scale` < 1 shrinks N and the heads (CPU smoke tests only; the STA
-    workloads keep their fixed tile grid and shrink only the heads, the block sizes follow the tile count)."""
+    workloads keep their fixed tile grid and shrink only the heads, the block sizes follow the tile count).
+    corpus-eval: one workload per whole request of `corpus_dir` (never scaled); without a directory a single
+    `corpus-eval` workload whose rows are the error `corpus_error` (default CORPUS_MISSING)."""
     def sc(x, lo):
         return max(lo, int(round(x * scale)))
 
@@ -201,31 +213,39 @@ def all_workloads(scale: float = 1.0, sta_case: Tuple[int, int] = STA_CASE,
                       lambda: topk_score_field(h_wan, n_blocks(n_wan, 64), 0.10, np.random.default_rng(1))))
     w.append(Workload("dense-32k", "dense", n_fam, h_fam, d, 128, 128, 0, 0, "all blocks active", 1.0,
                       lambda: np.ones((h_fam, n_blocks(n_fam, 128), n_blocks(n_fam, 128)), dtype=bool)))
-    w.append(Workload("corpus-eval", "corpus", 0, 0, d, 0, 0, 0, 0,
-                      "corpus evaluation cases assembled into whole requests (one layer at one step, model heads)",
-                      None, None,
-                      unsupported="not run: corpus whole-request workloads are not implemented in the harness yet "
-                                  "(needs `tessera masks generate` on the GPU machine and the mask-file reader of "
-                                  "tests/python/test_mask_files.py); a later item of issue 17"))
+    if corpus_dir:
+        from .corpus_requests import corpus_workloads
+
+        w.extend(corpus_workloads(corpus_dir, Workload, corpus_families, corpus_per_family))
+    else:
+        w.append(Workload("corpus-eval", "corpus", 0, 0, d, 0, 0, 0, 0,
+                          "corpus evaluation cases as whole requests (one layer at one step, all the model's heads)",
+                          None, None, unsupported=corpus_error or CORPUS_MISSING))
     return w
 
 
 GROUPS = ("families", "sta", "wan", "dense", "corpus")
 
 
+def _matches(w: Workload, s: str) -> bool:
+    """A --workloads item names the workload, its group, or a ':'-prefix of its name (corpus-eval:Q64K64)."""
+    return w.name == s or w.group == s or w.name.startswith(s + ":")
+
+
 def select(workloads: List[Workload], spec: Optional[str]) -> List[Workload]:
-    """--workloads: comma-separated names or groups (families, sta, wan, dense, corpus, all); None = all."""
+    """--workloads: comma-separated names, groups (families, sta, wan, dense, corpus, all) or name prefixes ending
+    before a ':' (corpus-eval, corpus-eval:Q64K64); None = all."""
     if not spec or spec == "all":
         return list(workloads)
     want = [s.strip() for s in spec.split(",") if s.strip()]
     names = {w.name for w in workloads}
     for s in want:
-        if s not in names and s not in GROUPS and s != "all":
+        if s not in GROUPS and s != "all" and not any(_matches(w, s) for w in workloads):
             raise ValueError(f"--workloads: unknown workload or group {s!r} (known: {', '.join(sorted(names))}; "
                              f"groups: {', '.join(GROUPS)}, all)")
     if "all" in want:
         return list(workloads)
-    return [w for w in workloads if w.name in want or w.group in want]
+    return [w for w in workloads if any(_matches(w, s) for s in want)]
 
 
 def mask_stats(mask: np.ndarray, n: int, block_q: int, block_kv: int) -> dict:

@@ -7,9 +7,10 @@ included), compile-table --eval-report (rows, header alone, refused when it is -
 regenerated mask; bad case ids: one message naming --in and the line; a missing --sta-table named as such), run argument checks
 (--families, --cases-per-family on the CPU path), mask files (padding bits, errors naming the path, directories,
 crafted headers: overflowing sizes, bad integers and types), masks generate/stats and profile --list argument checks
-(--seed, a non-empty --out, an STA table that is a directory), profile --masks (the user's mask files: --list lines
-with case id, split, request and path; missing files, directories without masks, repeated files or case ids, malformed
-files, options it excludes), outputs refused before any work (an output that is
+(--seed, a non-empty --out, an STA table that is a directory; --whole-requests with --split / --cases-per-family),
+profile --masks (the user's mask files: --list lines with case id, split, request and path; missing files, directories
+without masks, repeated files or case ids, malformed files, options it excludes), outputs refused before any work (an
+output that is
 an input: masks render, profile-refeature --case-stats, run --json over the STA table; --out = --case-stats; a repeated
 profile --splits; paths on /proc or /sys, devices such as /dev/full, a directory as profile --out),
 inspect catalog / inspect plan (errors naming plan_id), unknown or missing subcommands.
@@ -438,6 +439,38 @@ def corpus_commands(tessera, work):
 UNWRITABLE = {"/sys/tessera_x.json": "sysfs", "/dev/full": "not a regular file", "/proc/version": "proc filesystem"}
 
 
+def whole_requests(tessera, work):
+    """masks generate --whole-requests: its options refused without it, bad values named, a good run's manifest."""
+    out = os.path.join(work, "whole_out")
+    shutil.rmtree(out, ignore_errors=True)
+    base = ["masks", "generate", "--small", "--families", "Q64K64-HD"]
+    for extra, opt in ((["--split", "evaluation"], "--split"), (["--cases-per-family", "2"], "--cases-per-family")):
+        rc, so, se = run(tessera, *base, *extra, "--out", out)
+        check(rc != 0 and f"{opt}: only with --whole-requests" in se and not os.path.exists(out),
+              f"masks generate {opt} without --whole-requests", so + se)
+    rc, so, se = run(tessera, *base, "--whole-requests", "--split", "eval", "--out", out)
+    check(rc != 0 and "--split" in se and "unknown split 'eval'" in se and not os.path.exists(out),
+          "masks generate --whole-requests --split eval names --split", so + se)
+    for n in ("0", "-1", "x", "100001"):
+        rc, so, se = run(tessera, *base, "--whole-requests", "--cases-per-family", n, "--out", out)
+        check(rc != 0 and "--cases-per-family" in se and not os.path.exists(out),
+              f"masks generate --whole-requests --cases-per-family {n}", so + se)
+    rc, so, se = run(tessera, "masks", "generate", "--small", "--whole-requests", "--families", "Bogus", "--out", out)
+    check(rc != 0 and "--families" in se and not os.path.exists(out), "masks generate --whole-requests --families Bogus",
+          so + se)
+    rc, so, se = run(tessera, *base, "--whole-requests", "--split", "profiling", "--cases-per-family", "3", "--out", out)
+    check(rc == 0 and "wrote 3 whole requests" in so, "masks generate --whole-requests (3 profiling requests)", so + se)
+    if rc == 0:
+        with open(os.path.join(out, "manifest.json")) as f:
+            m = json.load(f)
+        cases = m["cases"]
+        check(m.get("whole_requests") is True and m.get("requests_split") == "profiling" and len(cases) == 3
+              and all(c["split"] == "profiling" and c["heads"] in (24, 40) and "case_head_ids" in c for c in cases),
+              "whole-request manifest fields", json.dumps(m)[:600])
+        rc, so, se = run(tessera, "inspect-mask", os.path.join(out, cases[0]["file"]))
+        check(rc == 0, "inspect-mask reads a whole request", so + se)
+
+
 def read_bytes(path):
     with open(path, "rb") as f:
         return f.read()
@@ -633,6 +666,7 @@ def main():
     profile_masks(tessera, work)
     crafted_mask_files(tessera, work)
     corpus_commands(tessera, work)
+    whole_requests(tessera, work)
     output_paths(tessera, work)
     inspect(tessera)
     fresh_user_session8(tessera, work)

@@ -335,3 +335,150 @@ def test_time_estimates_are_sane():
     cake = run.estimate_s("flashinfer", ws["Q64K64-HD"], {"active_pairs": 864_000_000, "row_blocks_max": 42}, a)
     assert cake > run.estimate_s("flashinfer", ws["Q64K64"], {"active_pairs": 864_000_000, "row_blocks_max": 72}, a)
     assert math.isfinite(fam)
+
+
+# ------------------------------------------------------------------------------------------------ corpus-eval
+from peers import corpus_requests as CR  # noqa: E402
+
+
+def write_mask_file(path, dense, meta):
+    """A Tessera mask file (safetensors) of a dense bool [H, n_qb, n_kvb], written with numpy alone."""
+    heads, n_qb, n_kvb = dense.shape
+    packed = np.packbits(dense.astype(np.uint8), axis=-1)
+    md = {"format": "tessera-mask-v1", "heads": str(heads), "n_qb": str(n_qb), "n_kvb": str(n_kvb), **meta}
+    header = json.dumps({"__metadata__": md, "mask": {"dtype": "U8", "shape": [1, *packed.shape],
+                                                      "data_offsets": [0, packed.size]}}).encode()
+    with open(path, "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header + packed.tobytes())
+
+
+def write_request_dir(root, requests):
+    """A whole-request directory: requests = [(family, index, n, heads, B)], random masks (seed = index)."""
+    cases = []
+    for fam, index, n, heads, b in requests:
+        nb = -(-n // b)
+        m = np.random.default_rng(index).random((heads, nb, nb)) < 0.1
+        rel = f"{fam}/src-{fam.lower()}/c01_{index:04d}.safetensors"
+        os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
+        write_mask_file(os.path.join(root, rel), m, {"n_q": str(n), "n_kv": str(n), "block_q": str(b),
+                                                     "block_kv": str(b), "family": fam})
+        cases.append({"file": rel, "family": fam, "source_id": f"src-{fam.lower()}", "model": "m", "sparsifier": "vsa",
+                      "kind": "model", "chunk": 1, "split": "evaluation", "step": 9, "layer": 3, "heads": heads,
+                      "block_q": b, "block_kv": b, "n_q": n, "n_kv": n, "density": float(m.mean()), "index": index,
+                      "case_head_ids": "0"})
+    with open(os.path.join(root, "manifest.json"), "w") as f:
+        json.dump({"format": "tessera-mask-corpus-v1", "seed": "0", "whole_requests": True,
+                   "requests_split": "evaluation", "requests_per_family": 2, "cases": cases}, f)
+
+
+def test_read_mask_file_round_trip_and_errors(tmp_path):
+    dense = np.random.default_rng(0).random((3, 5, 13)) < 0.3  # 13 kv blocks: padding bits in every row
+    p = str(tmp_path / "m.safetensors")
+    write_mask_file(p, dense, {"n_q": "300", "n_kv": "800", "block_q": "64", "block_kv": "64"})
+    meta, m = CR.read_mask_file(p)
+    assert m.dtype == bool and m.shape == (3, 5, 13) and (m == dense).all() and meta["heads"] == "3"
+    with open(p, "rb") as f:
+        good = f.read()
+    (tmp_path / "short.safetensors").write_bytes(good[:-1])
+    with pytest.raises(CR.MaskFileError, match="short.safetensors"):
+        CR.read_mask_file(str(tmp_path / "short.safetensors"))
+    write_mask_file(p, dense, {"n_q": "300", "n_kv": "900", "block_q": "64", "block_kv": "64"})  # 15 kv blocks
+    with pytest.raises(CR.MaskFileError, match="n_kv"):
+        CR.read_mask_file(p)
+
+
+def test_corpus_workloads_from_a_directory(tmp_path):
+    write_request_dir(str(tmp_path), [("Q64K64", 11, 1000, 40, 64), ("Q64K64", 13, 1000, 40, 64),
+                                      ("Q128K128", 7, 2048, 24, 128)])
+    ws = W.all_workloads(corpus_dir=str(tmp_path))
+    corpus = [w for w in ws if w.group == "corpus"]
+    assert [w.name for w in corpus] == ["corpus-eval:Q64K64:src-q64k64:c01_0011", "corpus-eval:Q64K64:src-q64k64:c01_0013",
+                                        "corpus-eval:Q128K128:src-q128k128:c01_0007"]
+    assert "corpus-eval" not in [w.name for w in ws]  # the error placeholder only without a directory
+    w = corpus[0]
+    assert (w.n, w.heads, w.head_dim, w.block_q, w.n_qb, w.family) == (1000, 40, 128, 64, 16, "Q64K64") and w.ragged
+    m = w.mask()
+    assert m.shape == (40, 16, 16) and (m == (np.random.default_rng(11).random((40, 16, 16)) < 0.1)).all()
+    assert w.describe()["family"] == "Q64K64" and "case 11" in w.describe()["recipe"]
+    # TF/s accounting of a ragged whole request: the last block holds 1000 - 15 * 64 = 40 tokens
+    lens = np.array([64] * 15 + [40])
+    brute = int(sum(lens[i] * lens[j] for h in range(40) for i in range(16) for j in range(16) if m[h, i, j]))
+    assert W.mask_stats(m, w.n, 64, 64)["active_pairs"] == brute
+    assert metrics.tflops(brute, 128, 1.0) == pytest.approx(4 * 128 * brute / 1e-3 / 1e12)
+    # per-family limit, family filter, selection by prefix
+    assert len(W.all_workloads(corpus_dir=str(tmp_path), corpus_per_family=1)) == len(ws) - 1
+    assert [x.family for x in CR.corpus_workloads(str(tmp_path), W.Workload, ["Q128K128"])] == ["Q128K128"]
+    assert [x.name for x in W.select(ws, "corpus-eval:Q64K64")] == [c.name for c in corpus[:2]]
+    assert len(W.select(ws, "corpus")) == 3 and len(W.select(ws, "corpus-eval")) == 3
+    with pytest.raises(ValueError, match="holds no whole request"):
+        CR.corpus_workloads(str(tmp_path), W.Workload, ["Q16K16"])
+
+
+def test_corpus_dir_must_hold_whole_requests(tmp_path):
+    with pytest.raises(FileNotFoundError, match="--corpus-dir"):
+        W.all_workloads(corpus_dir=str(tmp_path))
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": "tessera-mask-corpus-v1", "cases": []}))
+    with pytest.raises(ValueError, match="--whole-requests"):
+        W.all_workloads(corpus_dir=str(tmp_path))
+
+
+def test_run_corpus_source(tmp_path):
+    from peers import run
+
+    write_request_dir(str(tmp_path / "req"), [("Q64K64", 11, 1000, 40, 64)])
+    a = run.parse(["--out", str(tmp_path / "o"), "--workloads", "corpus", "--corpus-dir", str(tmp_path / "req"),
+                   "--revision", "r1"])
+    r = run.Run(a)
+    assert [w.name for w in r.workloads] == ["corpus-eval:Q64K64:src-q64k64:c01_0011"]
+    doc = json.loads((tmp_path / "o" / "latest.json").read_text())
+    assert schema.validate(doc, complete=True) == [] and doc["workloads"][0]["heads"] == 40
+    # no directory and no tessera binary: one error workload saying why
+    a = run.parse(["--out", str(tmp_path / "o2"), "--workloads", "corpus", "--tessera-bin", "",
+                   "--corpus-gen-dir", str(tmp_path / "gen")])
+    a.tessera_bin = None
+    src = run.corpus_source(a) if CR.find_tessera_bin(W.REPO) is None else {"corpus_error": "x"}
+    assert "corpus_error" in src and "corpus_dir" not in src
+    with pytest.raises(SystemExit):
+        run.parse(["--out", str(tmp_path), "--corpus-families", "Q64K64,Bogus"])
+    with pytest.raises(SystemExit):
+        run.parse(["--out", str(tmp_path), "--corpus-requests", "0"])
+    assert CR.generate_command("t", "D", ["Q64K64", "STA-real"], 2) == [
+        "t", "masks", "generate", "--whole-requests", "--families", "Q64K64", "STA-real", "--split", "evaluation",
+        "--cases-per-family", "2", "--out", "D"]
+
+
+def test_report_corpus_geomeans():
+    doc = example_doc()
+    for i, k in enumerate((1.0, 4.0)):
+        name = f"corpus-eval:Q64K64:s:c01_{i:04d}"
+        doc["workloads"].append({"name": name, "group": "corpus", "family": "Q64K64", "n": 1000, "heads": 40,
+                                 "head_dim": 128, "block_q": 64, "block_kv": 64, "density": 0.1,
+                                 "active_pairs": 10 ** 9, "recipe": "example", "mask_seed": i, "qkv_seed": 3})
+        for s in schema.SYSTEMS:
+            ms = k * (2.0 if s == "flex" else 1.0)
+            doc["rows"].append(schema.row(name, s, kernel_ms=ms, request_ms=ms, first_call_ms=1.0,
+                                          tflops=metrics.tflops(10 ** 9, 128, ms), rel_l2=1e-3))
+    (g,) = report.corpus_geomeans(doc)
+    assert g["family"] == "Q64K64" and g["requests"] == 2 and g["heads"] == [40]
+    assert g["kernel_flex"] == pytest.approx(2.0) and g["n_kernel_flex"] == 2
+    assert g["tflops_tessera"] == pytest.approx(metrics.tflops(10 ** 9, 128, 2.0))  # geomean of 1 ms and 4 ms
+    assert "corpus-eval: whole requests, per family" in report.markdown(doc)
+
+
+def test_whole_requests_from_the_command_line(tmp_path):
+    """With a built `tessera` (build/*/bin): the harness reads what `masks generate --whole-requests` writes."""
+    exe = CR.find_tessera_bin(W.REPO)
+    if exe is None:
+        pytest.skip("no tessera binary under build/")
+    import subprocess
+
+    out = str(tmp_path / "req")
+    p = subprocess.run([exe, "masks", "generate", "--small", "--whole-requests", "--families", "Q64K64-HD",
+                        "STA-real", "--cases-per-family", "1", "--out", out], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    ws = CR.corpus_workloads(out, W.Workload)
+    assert sorted(w.family for w in ws) == ["Q64K64-HD", "STA-real"]
+    assert {w.family: w.heads for w in ws}["STA-real"] == 24 and all(w.heads in (24, 40) for w in ws)
+    for w in ws:
+        m = w.mask()
+        assert m.shape == (w.heads, w.n_qb, w.n_kvb) and m.any()

@@ -25,4 +25,13 @@ struct CorpusSummary {
 CorpusSummary write_corpus(const std::string& out, const CorpusOptions& opt, int threads,
                            const std::function<void(const std::string&)>& log = {});
 
+/// Writes whole requests (family.hpp make_whole_request): for every selected family, the cases
+/// spread_cases(family, split, per_family) chooses, each as one file with all of its model's heads, in the corpus's
+/// file layout and format; the manifest has the corpus's fields plus "whole_requests": true, "requests_split",
+/// "requests_per_family", and per entry "index" and "case_head_ids" (the heads the stored case holds). Checks the
+/// inputs first like write_corpus. Throws what write_corpus throws, (kInvalidArgument, "split") for an unknown split
+/// and (kInvalidArgument, "count") for per_family < 1.
+CorpusSummary write_whole_requests(const std::string& out, const CorpusOptions& opt, const std::string& split,
+                                   int per_family, int threads, const std::function<void(const std::string&)>& log = {});
+
 }  // namespace tessera::corpus

@@ -93,6 +93,17 @@ CaseOrigin case_origin(const std::string& family, int index, const CorpusOptions
 /// table is needed and missing.
 Case make_case(const std::string& family, int index, const CorpusOptions& opt);
 
+/// Heads of the whole request of case `index`: the model geometry's head count (docs/corpus.md; STA-real: the
+/// table's 24). Throws as make_case for a bad index or a missing STA table.
+int request_heads(const std::string& family, int index, const CorpusOptions& opt);
+
+/// The *whole request* of case `index`: the same (source, chunk, step, layer) with every head of the model's layer,
+/// mask [1, H, n_qb, n_kvb] with H = request_heads() and head_ids 0..H-1 in order; every other metadata field as
+/// make_case's (index included: the case it extends). The stored case's head h (head id j = its head_ids[h]) is
+/// bit-identical to the whole request's head j, and its note the same. STA-real cases already hold all heads: for
+/// them this equals make_case. Deterministic from opt.seed, like make_case. Throws as make_case.
+Case make_whole_request(const std::string& family, int index, const CorpusOptions& opt);
+
 /// The families selected by opt (all when opt.families is empty), in the order given. Throws
 /// tessera::Error(kInvalidArgument, "family") for an unknown name, (kInvalidArgument, "families") for a name given
 /// more than once.
