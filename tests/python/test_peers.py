@@ -299,8 +299,12 @@ def test_report_flags_schema_problems(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ the run's CLI
-def test_run_command_line_and_skeleton(tmp_path):
-    from peers import run  # no torch at import time
+def test_run_command_line_and_skeleton(tmp_path, monkeypatch):
+    from peers import corpus_requests, run  # no torch at import time
+
+    # Hermetic: no tessera command line, so corpus-eval is the one error workload (a build tree's binary would make
+    # the skeleton generate whole requests).
+    monkeypatch.setattr(corpus_requests, "find_tessera_bin", lambda repo, explicit=None: None)
 
     a = run.parse(["--out", str(tmp_path), "--quick", "--workloads", "families,corpus", "--systems",
                    "tessera,flex", "--revision", "r1"])
