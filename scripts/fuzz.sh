@@ -43,7 +43,7 @@ fuzz() {
 case "${1:-smoke}" in
   build) build ;;
   seeds) build; "$BIN/tessera_fuzz_seeds" . tests/fuzz/seeds ;;
-  run) build >/dev/null; fuzz "$2" "$3" "${@:4}" ;;
+  run) [ -n "${TESSERA_FUZZ_NO_BUILD:-}" ] || build >/dev/null; fuzz "$2" "$3" "${@:4}" ;;
   smoke)
     secs="${2:-${TESSERA_FUZZ_SECONDS:-30}}"
     start=$(date +%s)

@@ -165,6 +165,16 @@ void check_state(const tessera::BlockMask& mask, const tessera::HostMaskState& s
   if (!(st.shape == tessera::MaskShape{mask.batch, mask.heads, mask.n_qb, mask.n_kvb})) fail("mu(M): shape");
 }
 
+/// How far inputs got (printed at exit when TESSERA_FUZZ_STATS is set): mu(M) built, request valid, metadata checked.
+struct Stages {
+  long inputs = 0, mask_ok = 0, request_ok = 0, prepared = 0;
+  ~Stages() {
+    if (std::getenv("TESSERA_FUZZ_STATS"))
+      std::fprintf(stderr, "stages: inputs %ld, mu(M) built %ld, request valid %ld, metadata checked %ld\n", inputs,
+                   mask_ok, request_ok, prepared);
+  }
+} stages;
+
 bool expected_error(const tessera::Error& e) {
   tessera::fuzz::check_error(e);
   return e.code() == tessera::ErrorCode::kInvalidArgument || e.code() == tessera::ErrorCode::kUnsupported;
@@ -174,6 +184,7 @@ bool expected_error(const tessera::Error& e) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   Bytes in{data, size};
+  ++stages.inputs;
   const auto format = static_cast<tessera::MaskFormat>(in.u8() % 3);
   static const int kBlocks[] = {16, 32, 48, 64, 96, 128, 192, 256};
   const int block_q = kBlocks[in.u8() % 8], block_kv = kBlocks[in.u8() % 8];
@@ -191,8 +202,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (!make_tensor(in, a, {bm + off(1), hm + off(2), n_qb + off(3), n_kvb + off(4)}, dt, strided, 0, 2)) return 0;
       mask = tessera::BlockMask::from_dense(a.view);
     } else if (format == tessera::MaskFormat::kBlockCsr) {
-      const std::int64_t rows = bm * hm * n_qb;
-      if (!shape_ok({rows})) return 0;
+      std::int64_t rows = 0;
+      if (__builtin_mul_overflow(bm, hm, &rows) || __builtin_mul_overflow(rows, n_qb, &rows) || !shape_ok({rows}))
+        return 0;
       // Row offsets: a non-decreasing walk (mostly), then the columns.
       std::vector<std::int64_t> shape_ro{rows + 1 + off(1)};
       if (!make_tensor(in, a, shape_ro, tessera::DType::kInt32, false, 0, 1)) return 0;
@@ -263,9 +275,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!expected_error(e) || e.argument().rfind("mask", 0) != 0) fail("build_mask_state_cpu:", e.what());
     accepted = false;
   }
-  if (accepted) check_state(mask, st);
+  if (accepted) {
+    check_state(mask, st);
+    ++stages.mask_ok;
+  }
 
   // The request around it: validation, then mu(M), selection inputs and launch preparation.
+  // Extents no request of this size can have: validation of such a mask is covered by build_mask_state_cpu above.
+  if (mask.n_qb < 0 || mask.n_qb > 4096 || mask.n_kvb < 0 || mask.n_kvb > 4096 || mask.batch < 1 || mask.batch > 4 ||
+      mask.heads < 1 || mask.heads > 8)
+    return 0;
   const std::int64_t batch = mask.batch == 1 ? in.pick(1, 2) : mask.batch;
   const std::int64_t heads_q = mask.heads == 1 ? in.pick(1, 3) : mask.heads;
   const std::int64_t heads_kv = (heads_q % 2 == 0 && (in.u8() & 1)) ? heads_q / 2 : heads_q;
@@ -295,6 +314,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   if (!accepted) fail("validate_request accepts a mask build_mask_state_cpu rejects");
+  ++stages.request_ok;
 
   tessera::EligibilityRequest er = tessera::eligibility_request(tessera::Arch::kSm90a, req, shape, dt);
   tessera::CandidateOptions opt;
@@ -326,6 +346,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::vector<std::int32_t> ends = tessera::spread_row_aligned(spread, st.row_offsets, -7);
     tessera::compact_row_aligned(spread, ends);
     if (!(spread == md)) fail("spread_row_aligned + compact_row_aligned changed the metadata of", tessera::plan_id(plan));
+    ++stages.prepared;
   } catch (const tessera::Error& e) {
     fail("prepared metadata fail their checks:", std::string(e.what()) + " plan " + tessera::plan_id(plan));
   }
