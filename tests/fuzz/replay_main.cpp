@@ -1,5 +1,6 @@
 // Replays fuzz inputs without libFuzzer (the CUDA build's compilers): runs LLVMFuzzerTestOneInput on every file
 // named on the command line, and on every file of every directory named. A finding aborts, failing the test.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
