@@ -8,6 +8,7 @@ NaN) or raise TesseraError naming an argument (invalid input); anything else (an
 wrong result, an invalid request accepted) fails. Runs in CI through CTest's python_cpu (about 150 examples).
 """
 import math
+import os
 
 import numpy as np
 import pytest
@@ -26,7 +27,7 @@ BREAKS = {
     None: (),
     "block_size_not_16": ("block_size", "geometry"),
     "block_size_too_big": ("block_size", "geometry"),
-    "head_dim": ("q", "head_dim"),
+    "head_dim": ("q", "head_dim", "request"),  # 8, 33: valid for the reference, no kernel serves them
     "qkv_dtype": ("q",),
     "kv_dtype_mismatch": ("k", "v", "q"),
     "negative_stride": ("q",),
@@ -64,8 +65,9 @@ def requests(draw):
     r["h_kv"] = draw(st.integers(1, 2))
     r["h_q"] = r["h_kv"] * draw(st.sampled_from([1, 2]))
     r["d"] = draw(st.sampled_from([64, 128]))
-    r["bq"] = draw(st.sampled_from([16, 32, 48, 64]))
-    r["bkv"] = draw(st.sampled_from([16, 32, 48, 64]))
+    # 48 is a valid logical block size that only some keys are compiled for (others: TesseraUnsupportedError).
+    r["bq"] = draw(st.sampled_from([16, 32, 64, 128, 16, 32, 64, 48]))
+    r["bkv"] = draw(st.sampled_from([16, 32, 64, 128, 16, 32, 64, 48]))
     r["n_q"] = draw(st.integers(1, 150))
     r["n_kv"] = draw(st.integers(1, 150))
     r["dtype"] = draw(st.sampled_from([np.float16, np.float32, np.float64]))
@@ -92,8 +94,8 @@ def make_tensor(rng, shape, dtype, layout, strided, negative=False):
         x = big[:, ::2, : full[2], :]
     else:
         x = rng.standard_normal(full).astype(dtype)
-    if negative:
-        x = x[:, ::-1]
+    if negative:  # reverse the sequence axis
+        x = x[:, ::-1] if layout == "bshd" else x[:, :, ::-1]
     return x
 
 
@@ -162,7 +164,9 @@ def build_mask(rng, r, dense, brk):
     return ("index_lists", counts, indices, nk)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+# TESSERA_FUZZ_EXAMPLES raises the count for a long local run (CI: 150, about 10 s).
+@settings(max_examples=int(os.environ.get("TESSERA_FUZZ_EXAMPLES", "150")), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(requests())
 def test_cpu_call_matches_reference_or_names_argument(r):
     rng = np.random.default_rng(r["seed"])
@@ -175,6 +179,8 @@ def test_cpu_call_matches_reference_or_names_argument(r):
         h_kv = 2
     if brk == "head_dim":
         d = int(rng.choice([0, 8, 33, 1024]))
+    if brk == "negative_stride":
+        n_q = max(n_q, 2)  # a reversed extent-1 dimension has no stride that matters
     q = make_tensor(rng, (b, n_q, h_q, d), dtype, r["layout"], r["strided"], negative=brk == "negative_stride")
     k = make_tensor(rng, (b, n_kv, h_kv, d), dtype, r["layout"], r["strided"])
     v = make_tensor(rng, (b, n_kv, h_kv, d), dtype, r["layout"], r["strided"])
@@ -203,6 +209,8 @@ def test_cpu_call_matches_reference_or_names_argument(r):
                                              return_lse=r["return_lse"])
     except tessera.TesseraError as e:
         assert isinstance(e.argument, str) and e.argument, f"TesseraError without an argument: {e!r}"
+        if isinstance(e, tessera.TesseraUnsupportedError) and e.argument == "request" and 48 in (bq, bkv):
+            return  # valid, but no compiled kernel serves this geometry (documented; `tessera inspect catalog`)
         assert invalid, f"valid request rejected ({r}): {e!r}"
         prefixes = BREAKS[brk]
         assert any(e.argument.startswith(p) for p in prefixes), \
