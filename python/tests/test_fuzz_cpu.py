@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis", reason="hypothesis is not installed (scripts/setup.sh installs it)")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, event, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import tessera  # noqa: E402
@@ -203,6 +203,7 @@ def test_cpu_call_matches_reference_or_names_argument(r):
         block_size = (bq, 2048)
     scale = r["bad_scale"] if brk == "scale" else r["scale"]
     invalid = brk is not None  # every break applies (N_q, N_kv >= 1: every mask has a row and a column)
+    event(f"fmt={r['fmt']} break={brk}")  # pytest --hypothesis-show-statistics
 
     try:
         out = tessera.block_sparse_attention(q, k, v, block_mask, block_size, scale=scale, layout=r["layout"],
@@ -210,6 +211,7 @@ def test_cpu_call_matches_reference_or_names_argument(r):
     except tessera.TesseraError as e:
         assert isinstance(e.argument, str) and e.argument, f"TesseraError without an argument: {e!r}"
         if isinstance(e, tessera.TesseraUnsupportedError) and e.argument == "request" and 48 in (bq, bkv):
+            event("valid, unsupported geometry")
             return  # valid, but no compiled kernel serves this geometry (documented; `tessera inspect catalog`)
         assert invalid, f"valid request rejected ({r}): {e!r}"
         prefixes = BREAKS[brk]
