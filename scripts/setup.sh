@@ -6,6 +6,7 @@ DEBIAN_PACKAGES=(
   build-essential cmake ninja-build git pkg-config python3 python3-pip
   libgtest-dev googletest libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libpng-dev zlib1g-dev
+  clang libclang-rt-14-dev  # the libFuzzer targets (scripts/fuzz.sh: clang 14, libFuzzer + ASan/UBSan runtimes)
 )
 missing=()
 for p in "${DEBIAN_PACKAGES[@]}"; do
@@ -23,10 +24,10 @@ if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
 fi
 # Python packages: the corpus tests (reading mask files with safetensors + numpy alone), the Python package
 # (nanobind builds tessera._C, scikit-build-core drives `pip install .`, pytest runs python/tests) and the peer
-# scoreboard's report (matplotlib draws bench/RESULTS.md's charts; tests/python/test_peers.py). Entries are
-# pip-name:import-name.
+# scoreboard's report (matplotlib draws bench/RESULTS.md's charts; tests/python/test_peers.py) and the property-based
+# fuzz test of the CPU path (hypothesis; python/tests/test_fuzz_cpu.py). Entries are pip-name:import-name.
 PY_PACKAGES=(numpy:numpy safetensors:safetensors nanobind:nanobind scikit-build-core:scikit_build_core pytest:pytest
-             matplotlib:matplotlib)
+             matplotlib:matplotlib hypothesis:hypothesis)
 pymissing=()
 for entry in "${PY_PACKAGES[@]}"; do
   python3 -c "import ${entry#*:}" 2>/dev/null || pymissing+=("${entry%%:*}")

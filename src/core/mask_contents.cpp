@@ -3,7 +3,9 @@
 // checks here defines "the first error" for both paths.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "core/mask_checks.hpp"
@@ -64,22 +66,49 @@ void check_index_lists(const BlockMask& m) {
       fail("mask.counts", fmt::format("counts of {} = {} is outside [0, K_max = {}]", row_name(m, r), cnt[r], k_max));
     }
   }
-  std::vector<std::int64_t> seen_at(static_cast<std::size_t>(m.n_kvb), -1);  // position of each kv block in a row
+  const auto out_of_range = [&](std::int64_t r, std::int64_t j, std::int32_t v) {
+    fail("mask.indices", fmt::format("indices[{}] = {} of {} is outside [0, n_kvb = {})", j, v, row_name(m, r),
+                                     m.n_kvb));
+  };
+  const auto duplicate = [&](std::int64_t r, std::int64_t j, std::int32_t v, std::int64_t first) {
+    fail("mask.indices", fmt::format("indices[{}] = {} of {} duplicates indices[{}] (a kv block may appear once "
+                                     "per row)", j, v, row_name(m, r), first));
+  };
+  // n_kvb is a declared extent (the arrays are [rows, K_max]): a table of n_kvb slots is only allocated when it is
+  // not much larger than the lists (an n_kvb near 2^31 once allocated 16 GiB here; found by tests/fuzz,
+  // regressions/mask_state/index_lists_huge_n_kvb). Otherwise each row is sorted. Both report the same first error:
+  // the smallest j that is out of range or repeats an earlier entry.
+  if (m.n_kvb <= std::max<std::int64_t>(std::int64_t(1) << 16, 4 * k_max)) {
+    std::vector<std::int64_t> seen_at(static_cast<std::size_t>(m.n_kvb), -1);  // position of each kv block in a row
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int32_t* row = idx + r * k_max;
+      for (std::int64_t j = 0; j < cnt[r]; ++j) {
+        const std::int32_t v = row[j];
+        if (v < 0 || v >= m.n_kvb) out_of_range(r, j, v);
+        if (seen_at[v] >= 0) duplicate(r, j, v, seen_at[v]);
+        seen_at[v] = j;
+      }
+      for (std::int64_t j = 0; j < cnt[r]; ++j) seen_at[row[j]] = -1;
+    }
+    return;
+  }
+  std::vector<std::pair<std::int32_t, std::int64_t>> sorted;  // (kv block, position) of one row's valid prefix
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int32_t* row = idx + r * k_max;
-    for (std::int64_t j = 0; j < cnt[r]; ++j) {
-      const std::int32_t v = row[j];
-      if (v < 0 || v >= m.n_kvb) {
-        fail("mask.indices", fmt::format("indices[{}] = {} of {} is outside [0, n_kvb = {})", j, v, row_name(m, r),
-                                         m.n_kvb));
+    std::int64_t j0 = 0;  // first entry out of range (cnt[r] when none)
+    while (j0 < cnt[r] && row[j0] >= 0 && row[j0] < m.n_kvb) ++j0;
+    sorted.clear();
+    for (std::int64_t j = 0; j < j0; ++j) sorted.emplace_back(row[j], j);
+    std::sort(sorted.begin(), sorted.end());
+    std::int64_t dup = -1, first = -1;  // the smallest position that repeats an earlier entry, and that entry
+    for (std::size_t i = 1; i < sorted.size(); ++i)
+      if (sorted[i].first == sorted[i - 1].first && (sorted[i - 1].first != (i >= 2 ? sorted[i - 2].first : -1)) &&
+          (dup < 0 || sorted[i].second < dup)) {
+        dup = sorted[i].second;  // the second occurrence of this block (the first of its group is sorted[i - 1])
+        first = sorted[i - 1].second;
       }
-      if (seen_at[v] >= 0) {
-        fail("mask.indices", fmt::format("indices[{}] = {} of {} duplicates indices[{}] (a kv block may appear once "
-                                         "per row)", j, v, row_name(m, r), seen_at[v]));
-      }
-      seen_at[v] = j;
-    }
-    for (std::int64_t j = 0; j < cnt[r]; ++j) seen_at[row[j]] = -1;
+    if (dup >= 0) duplicate(r, dup, row[dup], first);
+    if (j0 < cnt[r]) out_of_range(r, j0, row[j0]);
   }
 }
 

@@ -200,7 +200,12 @@ ProfileRecord profile_record_from_json(const std::string& line, FeaturePresence*
     r.key = j.at("key").get<std::string>();
     FeaturePresence seen{};
     for (const auto& [name, v] : j.at("features").items()) {
-      const int f = static_cast<int>(feature_from_name(name));
+      // An unknown name is this record's fault: the error names "profile" and the field, not "feature".
+      int f = -1;
+      for (int i = 0; i < kFeatureCount && f < 0; ++i)
+        if (feature_name(static_cast<Feature>(i)) == name) f = i;
+      if (f < 0)
+        throw Error(ErrorCode::kFormatError, "profile", "field 'features': unknown feature name '" + name + "'");
       r.features[f] = json_number(v, "profile", "feature '" + name + "'");
       seen[f] = true;
     }

@@ -3,6 +3,7 @@
 
 #include <random>
 
+#include "expect_error.hpp"
 #include "mask_corruptions.hpp"
 #include "mask_gen.hpp"
 #include "tessera/error.hpp"
@@ -130,6 +131,36 @@ TEST(MaskStateCpu, InvalidContentsRejected) {
     auto e = encode_dense(s, bits);
     e.mask.dense.device = Device::kCuda;
     EXPECT_THROW(build_mask_state_cpu(e.mask), Error);
+  }
+}
+
+// Index lists declare n_kvb (the arrays are [rows, K_max]): an n_kvb near 2^31 once made the duplicate check
+// allocate 8 * n_kvb bytes (found by tests/fuzz: regressions/mask_state/index_lists_huge_n_kvb). Rows are then sorted
+// instead; the errors, and which one comes first, are those of the small-n_kvb path.
+TEST(MaskStateCpu, IndexListsWithHugeNkvbCheckWithoutATableOfNkvbSlots) {
+  for (const std::int64_t n_kvb : {std::int64_t(64), std::int64_t(0x7fffffff)}) {
+    const auto check = [&](std::vector<std::int32_t> counts, std::vector<std::int32_t> indices, const char* argument,
+                           const std::string& fragment) {
+      const std::int64_t k_max = std::int64_t(indices.size() / counts.size());
+      const TensorView c = make_tensor(counts.data(), DType::kInt32, Device::kCpu, {1, 1, std::int64_t(counts.size())});
+      const TensorView i =
+          make_tensor(indices.data(), DType::kInt32, Device::kCpu, {1, 1, std::int64_t(counts.size()), k_max});
+      const BlockMask m = BlockMask::from_index_lists(c, i, n_kvb);
+      if (!argument) {
+        const HostMaskState st = build_mask_state_cpu(m);
+        EXPECT_EQ(st.col_indices, (std::vector<std::int32_t>{3, 5, 9, 1, 2, 7})) << n_kvb;
+        return;
+      }
+      expect_error([&] { build_mask_state_cpu(m); }, ErrorCode::kInvalidArgument, argument, fragment,
+                   "n_kvb " + std::to_string(n_kvb));
+    };
+    check({3, 3}, {9, 3, 5, 2, 7, 1}, nullptr, "");
+    const std::string row1 = " of row 1 (b_m = 0, h_m = 0, qb = 1) ";
+    check({3, 3}, {9, 3, 5, 2, 7, 2}, "mask.indices", "indices[2] = 2" + row1 + "duplicates indices[0]");
+    // The first error in row order wins: a repeat before an out-of-range entry, and the other way round.
+    check({2, 3}, {1, 2, 0, 4, 4, 64}, "mask.indices", "indices[1] = 4" + row1 + "duplicates indices[0]");
+    check({2, 3}, {1, 2, 0, 4, -1, 4}, "mask.indices", "indices[1] = -1" + row1 + "is outside");
+    check({1, 3}, {1, 9, 6, 6, 6, 9}, "mask.indices", "indices[1] = 6" + row1 + "duplicates indices[0]");
   }
 }
 

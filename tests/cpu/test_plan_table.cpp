@@ -326,6 +326,11 @@ TEST(ProfileRecords, NumbersAreJsonNumbers) {
   const std::size_t f = js.find("\"density\":") + 10;
   js.replace(f, js.find_first_of(",}", f) - f, "false");
   expect_rejected(js, "feature 'density' is false, not a finite number");
+  // Found by tests/fuzz (regressions/profile_records/unknown_feature_name.jsonl): an unknown feature name is the
+  // record's error (argument "profile"), not the feature table's ("feature").
+  js = good;
+  js.replace(js.find("\"density\":"), 10, "\"densityX\":");
+  expect_rejected(js, "field 'features': unknown feature name 'densityX'");
 }
 
 }  // namespace
