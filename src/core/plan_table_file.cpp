@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/catalog.hpp"
+#include "core/embedded_tables.hpp"
 #include "tessera/error.hpp"
 
 namespace tessera {
@@ -26,6 +27,11 @@ std::string read_text(const std::string& path) {
   if (in.bad()) throw Error(ErrorCode::kIoError, kArgument, "error reading '" + path + "'");
   return ss.str();
 }
+
+/// "(<catalog version>, <keys> keys)" of a loaded table.
+std::string table_summary(const PlanTable& t) {
+  return "(" + t.catalog_version + ", " + std::to_string(t.trees.size()) + " keys)";
+}
 }  // namespace
 
 PlanTable read_plan_table_file(const std::string& path, const std::string& arch, PlanTableFileInfo* info) {
@@ -43,9 +49,26 @@ PlanTable read_plan_table_file(const std::string& path, const std::string& arch,
     info->catalog_version = t.catalog_version;
     info->gpu_name = t.gpu_name;
     info->keys = static_cast<int>(t.trees.size());
-    info->status = "table from " + path + " (" + t.catalog_version + ", " + std::to_string(info->keys) + " keys)";
+    info->status = "table from " + path + " " + table_summary(t);
   }
   return t;
+}
+
+EmbeddedTableLoad load_embedded_plan_table(const std::string& arch) {
+  EmbeddedTableLoad out;
+  const std::string_view text = embedded_plan_table(arch);
+  const std::string origin = "embedded table for " + arch;
+  if (text.empty()) {
+    out.status = "no plan table embedded for " + arch + ": documented default plans";
+    return out;
+  }
+  try {
+    out.table = plan_table_for_arch(std::string(text), arch, std::string(catalog_version()));
+    out.status = origin + " " + table_summary(*out.table);
+  } catch (const Error& e) {
+    out.status = origin + " rejected, documented default plans used: " + e.message();
+  }
+  return out;
 }
 
 PlanTableFileInfo check_plan_table_file(const std::string& path, const std::string& arch) {

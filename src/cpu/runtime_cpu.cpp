@@ -8,7 +8,6 @@
 #include <mutex>
 
 #include "core/catalog.hpp"
-#include "core/embedded_tables.hpp"
 #include "core/launch_prep.hpp"
 #include "core/plan_table.hpp"
 #include "core/plan_table_file.hpp"
@@ -41,20 +40,10 @@ LoadedTable embedded_table(const std::string& arch) {
   const std::lock_guard<std::mutex> lock(mu);
   auto it = tables.find(arch);
   if (it == tables.end()) {
+    EmbeddedTableLoad e = load_embedded_plan_table(arch);
     LoadedTable t;
-    const std::string_view js = embedded_plan_table(arch);
-    const std::string origin = "embedded table for " + arch;
-    if (js.empty()) {
-      t.status = "no plan table embedded for " + arch + ": documented default plans";
-    } else {
-      try {
-        auto p = std::make_shared<PlanTable>(plan_table_for_arch(std::string(js), arch, std::string(catalog_version())));
-        t.status = origin + " (" + p->catalog_version + ", " + std::to_string(p->trees.size()) + " keys)";
-        t.table = std::move(p);
-      } catch (const Error& e) {
-        t.status = origin + " rejected, documented default plans used: " + e.message();  // documented fallback
-      }
-    }
+    if (e.table) t.table = std::make_shared<PlanTable>(std::move(*e.table));
+    t.status = std::move(e.status);
     it = tables.emplace(arch, std::move(t)).first;
   }
   return it->second;

@@ -8,7 +8,6 @@
 #include <optional>
 
 #include "core/catalog.hpp"
-#include "core/embedded_tables.hpp"
 #include "core/plan_table.hpp"
 #include "core/plan_table_file.hpp"
 #include "core/request_plan.hpp"
@@ -188,19 +187,10 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
     m.table_status = file.status;
     return;
   }
-  const std::string text(embedded_plan_table(m.arch_name_str));
-  const std::string origin = "embedded table for " + m.arch_name_str;
-  if (text.empty()) {
-    m.table_status = "no plan table embedded for " + m.arch_name_str + ": documented default plans";
-    return;
-  }
-  try {
-    m.table = plan_table_for_arch(text, m.arch_name_str, std::string(catalog_version()));
-    warm_selector_cache(*m.table, m.selector_cache);  // no request parses a plan id
-    m.table_status = origin + " (" + m.table->catalog_version + ", " + std::to_string(m.table->trees.size()) + " keys)";
-  } catch (const Error& e) {
-    m.table_status = origin + " rejected, documented default plans used: " + e.message();
-  }
+  EmbeddedTableLoad embedded = load_embedded_plan_table(m.arch_name_str);
+  m.table = std::move(embedded.table);
+  m.table_status = std::move(embedded.status);
+  if (m.table) warm_selector_cache(*m.table, m.selector_cache);  // no request parses a plan id
 }
 
 Runtime::~Runtime() = default;
