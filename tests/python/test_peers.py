@@ -17,6 +17,9 @@ sys.path.insert(0, os.path.join(REPO, "bench"))
 
 from peers import metrics, report, schema, workloads as W  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sta_rule import sta_window_mask  # noqa: E402  (the STA rule as loops, shared with test_mask_files.py)
+
 
 # ------------------------------------------------------------------------------------------------ accounting
 def brute_pairs(mask, n_q, n_kv, bq, bk):
@@ -78,26 +81,10 @@ def test_band_random_density_band_and_seed():
     assert not (a == W.band_random(2, 128, 256, 0.10, np.random.default_rng(4))).all()
 
 
-def sta_loop(window, grid=(5, 6, 10)):
-    """The clamped STA rule written as loops (as tests/python/test_mask_files.py does)."""
-    n = grid[0] * grid[1] * grid[2]
-    m = np.zeros((n, n), dtype=bool)
-    for t in range(grid[0]):
-        for h in range(grid[1]):
-            for w in range(grid[2]):
-                s = [min(max(c - k // 2, 0), g - k) for c, k, g in zip((t, h, w), window, grid)]
-                q = (t * grid[1] + h) * grid[2] + w
-                for kt in range(s[0], s[0] + window[0]):
-                    for kh in range(s[1], s[1] + window[1]):
-                        for kw in range(s[2], s[2] + window[2]):
-                            m[q, (kt * grid[1] + kh) * grid[2] + kw] = True
-    return m
-
-
 @pytest.mark.parametrize("window", [(3, 3, 3), (5, 6, 10), (1, 6, 10), (3, 1, 5), (2, 4, 7)])
 def test_sta_rule(window):
     m = W.sta_head_mask(window)
-    assert (m == sta_loop(window)).all()
+    assert (m == sta_window_mask(window)).all()
     assert (m.sum(-1) == window[0] * window[1] * window[2]).all()  # windows shift at the edges, never shrink
 
 

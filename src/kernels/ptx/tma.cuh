@@ -33,16 +33,6 @@ __device__ __forceinline__ void prefetch_tensor_map(const void* map) {
 #endif
 }
 
-/// fence.proxy.async.shared::cta: orders this thread's generic-proxy shared-memory accesses before later async-proxy
-/// (TMA, wgmma) accesses, e.g. before a wgmma reads what ordinary stores wrote.
-__device__ __forceinline__ void fence_proxy_async_shared() {
-#if TESSERA_SM90
-  cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
-#else
-  __trap();
-#endif
-}
-
 /// elect.sync: true in exactly one active lane of the (fully active) warp.
 __device__ __forceinline__ bool elect_one() {
 #if TESSERA_SM90
