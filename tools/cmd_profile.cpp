@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <algorithm>
 #include <map>
+#include <regex>
 #include <set>
 
 #include "commands.hpp"
@@ -40,6 +41,7 @@ struct ProfileArgs {
   std::vector<std::string> splits{"profiling", "evaluation"};
   int cases_per_split = 4;
   bool whole_requests = false;  ///< profile each chosen case's whole request (all heads of the layer) instead
+  std::string plans;  ///< --plans: profile only plan ids matching this regex (ECMAScript), besides default and Direct
   int reps = 3;
   bool list_only = false;
   double max_error = 1e-2;
@@ -51,6 +53,12 @@ bool profiled_candidate(const std::string& id) {
 }
 
 void run_profile(const ProfileArgs& a) {
+  std::regex plan_filter;
+  try {
+    plan_filter = std::regex(a.plans.empty() ? std::string(".") : a.plans);
+  } catch (const std::regex_error& e) {
+    throw Error(ErrorCode::kInvalidArgument, "--plans", fmt::format("'{}' is not a regular expression: {}", a.plans, e.what()));
+  }
   std::set<std::string> seen_splits;
   for (const std::string& sp : a.splits) {
     if (sp != "profiling" && sp != "evaluation")
@@ -131,6 +139,8 @@ void run_profile(const ProfileArgs& a) {
     std::vector<ProfileRecord> records;  // written together once the case is done
     for (const std::string& id : rt.eligible_plans(g.request)) {
       if (!profiled_candidate(id)) continue;
+      // The default and Direct plans are always timed: the table compiler's base plan and speedup need them.
+      if (id != base.plan_id && id != direct && !std::regex_search(id, plan_filter)) continue;
       rec.plan = id;
       // The default plan is often the Direct plan itself: then the record carries both roles.
       rec.role = id == base.plan_id ? (id == direct ? "default,direct" : "default") : (id == direct ? "direct" : "");
@@ -171,6 +181,9 @@ void add_profile_command(CLI::App& app) {
                               "Profile each chosen case's whole request: every head of the model's layer (docs/corpus.md), "
                               "case id '<family>/<source>/<index>/whole'");
   whole->excludes("--masks");
+  cmd->add_option("--plans", a->plans,
+                  "Profile only the eligible plans whose id matches this regular expression (e.g. '\\.wgmma\\.'), "
+                  "besides each case's default and Direct plans");
   cmd->add_option("--reps", a->reps, "Timed repetitions per plan (median)")->check(CLI::Range(1, 1000));
   cmd->add_flag("--list", a->list_only, "Print the chosen cases (family/source/index, split, chunk) and exit; no GPU needed");
   cmd->callback([a] { run_profile(*a); });

@@ -319,6 +319,8 @@ def profile_masks(tessera, work):
     check(100 <= rc <= 115 and "excludes" in (so + se), "profile --masks excludes --families", so + se)
     rc, so, se = run(tessera, "profile", "--list", "--masks", fam_dir, "--cases-per-split", "2")
     check(100 <= rc <= 115 and "excludes" in (so + se), "profile --masks excludes --cases-per-split", so + se)
+    rc, so, se = run(tessera, "profile", "--list", "--families", "Q64K64", "--plans", "(wgmma")
+    check(rc == 2 and "--plans" in se and "regular expression" in se, "profile --plans: a bad regex is named", so + se)
     rc, so, se = run(tessera, "profile", "--list", "--masks", fam_dir, "--whole-requests")
     check(100 <= rc <= 115 and "excludes" in (so + se), "profile --masks excludes --whole-requests", so + se)
     rc, so, se = run(tessera, "profile", "--list", "--families", "Q64K64", "--cases-per-split", "2", "--whole-requests")
