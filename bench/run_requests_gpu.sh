@@ -7,7 +7,7 @@
 #  3. `tessera profile --whole-requests` until $PROFILE_END seconds after the start, in passes that widen the case
 #     choice ($PASSES: "<split> <cases per family>;..."; the profile file is resumable, so each pass adds cases).
 # Returns $OUT/profile_whole.jsonl.gz, the benchmark JSONs and $OUT/logs.tgz.
-# Usage on the GPU machine: OUT=... [PATCH=...] [PROFILE_END=480] bench/run_requests_gpu.sh
+# Usage on the GPU machine: OUT=... [PATCH=...] [PROFILE_END=480] [PASSES=...] [PLANS=<plan-id regex>] bench/run_requests_gpu.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
@@ -43,6 +43,7 @@ for pass in "${passes[@]}"; do
   set -- $pass
   left=$(( END - $(date +%s) )); [ "$left" -le 15 ] && break
   timeout "$left" $B/tessera profile --whole-requests --out "$PF" --reps 3 --splits "$1" --cases-per-split "$2" \
+    ${PLANS:+--plans "$PLANS"} \
     >> "$L/profile.log" 2>&1
   stamp "profile --splits $1 --cases-per-split $2 rc=$? ($(wc -l < "$PF") records)"
 done
