@@ -184,14 +184,27 @@ class DenseBackend(Backend):
         self.which = SDPBackend.CUDNN_ATTENTION if device.type == "cuda" else SDPBackend.MATH
         self.ctx = lambda: sdpa_kernel([self.which])
 
+        self.copies: Optional[str] = None  # why the inputs are copied (cuDNN refused the strided views)
+
     def info(self) -> Dict[str, Any]:
-        return {"sdpa_backend": f"{self.which.name} only"}
+        return {"sdpa_backend": f"{self.which.name} only",
+                "inputs": f"contiguous [1, H, N, D] copies: {self.copies}" if self.copies else
+                          "[1, H, N, D] views of the model's [1, N, H, D] (as diffusers passes them)"}
 
     def attend(self, q, k, v, counts, idx, mark):
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        args = [x.transpose(1, 2) for x in (q, k, v)]
+        if self.copies:
+            args = [x.contiguous() for x in args]
         mark("kernel")
         with self.ctx():
-            o = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
-                                                                 v.transpose(1, 2))
+            try:
+                o = sdpa(*args)
+            except RuntimeError as ex:  # said in info() and in the JSON, never silent
+                if self.copies:
+                    raise
+                self.copies = f"{type(ex).__name__}: {str(ex)[:160]}"
+                o = sdpa(*[x.contiguous() for x in args])
         return o.transpose(1, 2)
 
 

@@ -187,8 +187,6 @@ def make_processor_class():
                 mark("attention")
                 if self.layer in ctx.check_layers:
                     self._check(be.as_hnd(qb), be.as_hnd(kb), be.as_hnd(vb), o, idx)
-                if hasattr(be, "note_plan"):
-                    be.note_plan()
                 o = be.scatter(o, orders[1])
             else:
                 mark("layout")
@@ -200,6 +198,8 @@ def make_processor_class():
             mark("end")
             if rec is not None:
                 rec.calls.append(ev)
+            if hasattr(be, "note_plan"):  # after the last event: host work outside the call's intervals
+                be.note_plan()
             return o
 
         def _check(self, qh, kh, vh, o, idx):

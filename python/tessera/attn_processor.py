@@ -145,6 +145,44 @@ class TesseraAttnProcessor:
         return attn.to_out[1](attn.to_out[0](o))
 
 
+def merge_attention_lse(o_a, lse_a, o_b, lse_b):
+    """Exact attention over the union of two disjoint key sets from the two partial results, e.g. video queries over
+    video keys through a block-sparse mask (part a) and over the text keys densely (part b), as joint-attention DiTs
+    (HunyuanVideo with STA) need: O = (e^lse_a O_a + e^lse_b O_b) / (e^lse_a + e^lse_b), LSE = ln(e^lse_a + e^lse_b).
+
+    o_a, o_b: [B, N, H, D] (`return_lse=True` outputs of block_sparse_attention, layout "bshd"); lse_a, lse_b:
+    [B, H, N] float32/float64, natural log, -inf for a query with no key in that part. numpy arrays or torch tensors
+    (both parts the same kind). Returns (O [B, N, H, D] in o_a's dtype, LSE [B, H, N]); a query with no key in either
+    part gets O = 0 and LSE = -inf."""
+    xp, swap, cast = _array_ops(o_a)
+    if tuple(o_a.shape) != tuple(o_b.shape):
+        raise TesseraError("o_b", f"shape {tuple(o_b.shape)} differs from o_a's {tuple(o_a.shape)}")
+    want = (o_a.shape[0], o_a.shape[2], o_a.shape[1])
+    for name, x in (("lse_a", lse_a), ("lse_b", lse_b)):
+        if tuple(x.shape) != want:
+            raise TesseraError(name, f"need [B, H, N] = {list(want)} for o_a {tuple(o_a.shape)}, got {tuple(x.shape)}")
+    m = xp.maximum(lse_a, lse_b)
+    finite = xp.isfinite(m)
+    m0 = xp.where(finite, m, xp.zeros_like(m))
+    wa = xp.where(finite, xp.exp(lse_a - m0), xp.zeros_like(m))
+    wb = xp.where(finite, xp.exp(lse_b - m0), xp.zeros_like(m))
+    tot = xp.where(finite, wa + wb, xp.ones_like(m))
+    lse = xp.where(finite, m0 + xp.log(tot), m)
+    o = o_a * swap(wa / tot)[..., None] + o_b * swap(wb / tot)[..., None]  # weights [B, H, N] -> [B, N, H, 1]
+    return cast(o, o_a), lse
+
+
+def _array_ops(x):
+    """(module, swap axes 1 and 2, cast like) for a torch tensor or a numpy array."""
+    if type(x).__module__.split(".")[0] == "torch":  # no torch import for numpy inputs
+        import torch
+
+        return torch, (lambda a: a.transpose(1, 2)), (lambda a, like: a.to(like.dtype))
+    import numpy as np
+
+    return np, (lambda a: np.swapaxes(a, 1, 2)), (lambda a, like: a.astype(like.dtype))
+
+
 def install_self_attention(transformer, make_processor: Callable[[int, str], Any]) -> List[Tuple[str, Any]]:
     """Sets make_processor(layer, name) as the processor of every self-attention module `blocks.<layer>.attn1` of a
     diffusers transformer (WanTransformer3DModel and other models with that naming); other modules keep theirs.
@@ -164,4 +202,5 @@ def install_self_attention(transformer, make_processor: Callable[[int, str], Any
     return out
 
 
-__all__ = ["TesseraAttnProcessor", "apply_wan_rotary", "wan_self_attention_qkv", "install_self_attention"]
+__all__ = ["TesseraAttnProcessor", "apply_wan_rotary", "wan_self_attention_qkv", "install_self_attention",
+           "merge_attention_lse"]
