@@ -11,12 +11,12 @@
 # while Tessera's Python module builds (build/gpu, target tessera_python, -j16; a fresh configure turns the tests and
 # benchmarks off so that GTest and Google Benchmark are not needed; a warm build/gpu is reused as it is: ~60-120 s
 # cold with every kernel entry, seconds warm); then bench/model/run.py with the time that is left (MODEL_SECONDS,
-# default 470 s for the whole script, minus what the phases before took and a 25 s margin), then the report.
+# default 460 s for the whole script, minus what the phases before took and a 25 s margin), then the report.
 # Expected on one H200, cold machine, Wan2.1-14B 720p (40 layers, 3 measured steps): wheels ~15 s, build || JIT
 # ~120 s, run ~150-200 s (model build ~20 s; per backend step 0 + 3 steps: Tessera ~15 s, Flex ~25 s,
 # FlashInfer ~30 s, dense ~45 s), report ~5 s: ~5-6 minutes. Outputs under ${OUT:-out}/model: latest.json and
 # <date>_<revision>.json, RESULTS.md, step_time.png, run.log, logs.tgz (pip, configure, build, JIT logs).
-# Knobs: MODEL_SECONDS (470), MODEL_ARGS (extra run.py options, also taken from the command line),
+# Knobs: MODEL_SECONDS (460), MODEL_ARGS (extra run.py options, also taken from the command line),
 # TESSERA_KERNEL_FILTER (a fresh configure only; default every entry: the runtime's plan table expects them).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +26,7 @@ OUT="${OUT:-$PWD/out}"
 DEST="$OUT/model"
 LOGS="$DEST/logs"
 mkdir -p "$DEST" "$LOGS"
-BUDGET="${MODEL_SECONDS:-470}"
+BUDGET="${MODEL_SECONDS:-460}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.used,memory.total --format=csv \
   > "$LOGS/gpu.txt" 2>&1
 REV="$(cat .revision 2>/dev/null || git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
@@ -67,8 +67,9 @@ tail -3 "$LOGS/fi_jit.log" | grep -v -i warn | cut -c1-300
 LEFT=$(( BUDGET - ($(date +%s) - T0) - 25 ))
 (( LEFT < 60 )) && LEFT=60
 stamp "run.py --seconds $LEFT"
+# (--fi-jit-timeout 20: the module is built by now, or its JIT did not finish in time and FlashInfer's row says so)
 timeout -k 10 $(( LEFT + 40 )) python3 bench/model/run.py --out "$DEST" --seconds "$LEFT" --revision "$REV" \
-  --tessera-module-dir "$PWD/build/gpu/python" ${MODEL_ARGS:-} "$@" 2>&1 | tee "$DEST/run.log" \
+  --tessera-module-dir "$PWD/build/gpu/python" --fi-jit-timeout 20 ${MODEL_ARGS:-} "$@" 2>&1 | tee "$DEST/run.log" \
   | grep -v -E "Warning|warn\(|^ *warnings.warn" | tail -50
 rc=${PIPESTATUS[0]}
 stamp "run rc=$rc"

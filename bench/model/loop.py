@@ -128,6 +128,7 @@ class Recorder:
         out["step_ms"] = self.step["start"].elapsed_time(self.step["end"])
         out["rest_ms"] = out["step_ms"] - out["attention_ms"] - out["mask_ms"] - out["layout_ms"]
         out["calls"] = len(self.calls)
+        out["attention_ms_per_call"] = [round(ms(c, "mask", "attention"), 3) for c in self.calls]  # layer order
         return out
 
 
