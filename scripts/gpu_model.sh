@@ -61,6 +61,13 @@ export PYTHONPATH="$PWD/python:$PWD/build/gpu/python:$PYTHONPATH"
 
 # 4. Wait for the JIT (run.py would otherwise start a second build).
 wait "$JIT_PID"; stamp "flashinfer jit rc=$? $(grep -o '"s": [0-9.]*' "$LOGS/fi_jit.log" | tail -1)"
+if grep -q "did not finish" "$LOGS/fi_jit.log"; then
+  # A JIT cut off by its timeout leaves nvcc running (ninja starts its commands in their own process groups, out of
+  # reach of the harness's killpg): end those compiles of this workspace, by their ids, before measuring.
+  for p in $(ps -eo pid=,args= | W="$FLASHINFER_WORKSPACE_BASE/.cache" awk 'index($0, ENVIRON["W"]) {print $1}'); do
+    kill -9 "$p" 2>/dev/null
+  done
+fi
 tail -3 "$LOGS/fi_jit.log" | grep -v -i warn | cut -c1-300
 
 # 5. The loop, with what is left of the budget.
