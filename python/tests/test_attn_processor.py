@@ -7,8 +7,6 @@ import pytest
 import tessera
 from tessera.attn_processor import merge_attention_lse
 
-from conftest import reference_attention
-
 
 def test_lse_merge_equals_attention_over_concatenated_keys():
     """Video queries over video keys (block-sparse, with empty rows) and over text keys (dense), merged through the
