@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The model-level run (issue 20; bench/model/README.md) on the GPU machine, one call of at most ~8 minutes:
 #   scripts/gpu_model.sh [bench/model/run.py options...]      e.g. scripts/gpu_model.sh --config wan1.3b-720p
-# Carry (64 MiB in all; the work tree ~12 MiB, .whl ~43 MiB, the build's slice of .deps ~6.3 MiB):
+# Carry (64 MiB in all; the work tree ~12 MiB, .whl ~42.5 MiB, the build's slice of .deps ~6 MiB: ~60 MiB):
 #   [".whl", ".revision", ".deps/root/usr/include", ".deps/root/usr/lib", ".deps/root/usr/share/cmake",
 #    ".deps/python/nanobind"]
+# (or [".whl", ".revision", ".deps"] with the trimmed .deps of scripts/stage_gpu_deps.sh since 151d99f: ~62 MiB)
 # (.whl from scripts/stage_peer_wheels.sh: FlashInfer 0.7.4 + apache-tvm-ffi + diffusers 0.36.0; .deps from
 # scripts/gpu_prepare.sh, which also writes .revision.)
 # Phases (each stamped): the wheels into /tmp/peers_site (scripts/peer_site.sh, shared with gpu_peers.sh);
