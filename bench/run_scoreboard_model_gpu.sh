@@ -3,7 +3,8 @@
 # the gpu-preset build (every entry, tests included) with FlashInfer's FA3 JIT in the background, then
 # scripts/gpu_peers.sh within PEERS_SECONDS (options PEERS_ARGS) and scripts/gpu_model.sh within MODEL_SECONDS
 # (options MODEL_ARGS), both reusing the build and the JIT cache. Carry [".deps", ".whl", ".revision"] (~65 MB).
-# Outputs: $OUT/peers, $OUT/model, $OUT/build_logs.tgz.
+# Outputs: $OUT/peers.tgz, $OUT/model.tgz, $OUT/build_logs.tgz (tar files: a device call returns at most 8 files, and
+# the two scripts write 6 each; session 11's first use lost the peers JSON that way).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT/build"
@@ -20,4 +21,5 @@ PEERS_SECONDS="${PEERS_SECONDS:-130}" scripts/gpu_peers.sh ${PEERS_ARGS:---quick
 stamp "peers rc=$?"; grep -v -i warn "$OUT/build/peers_console.log" | tail -40 | cut -c1-160
 MODEL_SECONDS="${MODEL_SECONDS:-160}" scripts/gpu_model.sh ${MODEL_ARGS:-} > "$OUT/build/model_console.log" 2>&1
 stamp "model rc=$?"; grep -v -i warn "$OUT/build/model_console.log" | tail -30 | cut -c1-160
+for d in peers model; do [ -d "$OUT/$d" ] && tar czf "$OUT/$d.tgz" -C "$OUT" "$d" && rm -rf "${OUT:?}/$d"; done
 tar czf "$OUT/build_logs.tgz" -C "$OUT" build && rm -rf "$OUT/build"
