@@ -6,6 +6,8 @@ Main entry points (see docs/python.md):
 - :func:`explain` -- the plan and regime Tessera chooses for a request, with the mask statistics.
 - :func:`from_flex_block_mask`, :func:`from_flashinfer_bsr` -- mask converters from FlexAttention and FlashInfer.
 - :func:`load_plan_table` -- select plans with a user-built plan table instead of the embedded one.
+- :mod:`tessera.distributed` -- :func:`~tessera.distributed.ulysses_attention`, sequence-parallel attention over
+  torch.distributed (imported on first use: it needs torch).
 
 torch is optional: numpy arrays run the CPU plan executor (float64) without it.
 """
@@ -25,3 +27,12 @@ __all__ = [
     "from_flex_block_mask", "load_plan_table", "plan_table", "TesseraError", "TesseraRuntimeError",
     "TesseraUnsupportedError",
 ]
+
+
+def __getattr__(name):
+    """`tessera.distributed` is imported on first access (it imports torch; the rest of the package does not)."""
+    if name == "distributed":
+        import importlib
+
+        return importlib.import_module(".distributed", __name__)
+    raise AttributeError(f"module 'tessera' has no attribute {name!r}")
