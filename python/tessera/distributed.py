@@ -272,13 +272,18 @@ def _group_info(group):
             backends[dev] = name
         else:
             backends = {"cpu": name, "cuda": name}
+    if backends.get("cpu") != "gloo" and backends.get("cuda") != "nccl":
+        raise TesseraUnsupportedError("group", f"backend {backend!r}: ulysses_attention runs on NCCL (CUDA tensors) "
+                                               "or gloo (CPU tensors)")
     return group, rank, dist.get_world_size(group), backends
 
 
 def _exchange_device(q, backends):
-    """The device of this rank's collectives: q's (CPU for gloo, the current CUDA device for NCCL)."""
-    kind = q.device.type if isinstance(q, torch.Tensor) and q.device.type in ("cpu", "cuda") else \
-        ("cpu" if backends.get("cpu") == "gloo" else "cuda")
+    """The device of this rank's collectives: q's when the group has the backend for it (gloo for CPU tensors, NCCL
+    for CUDA tensors: then the current CUDA device), else one the group's backend serves (the checks then raise)."""
+    kind = q.device.type if isinstance(q, torch.Tensor) else None
+    if kind not in ("cpu", "cuda") or backends.get(kind) != ("gloo" if kind == "cpu" else "nccl"):
+        kind = "cpu" if backends.get("cpu") == "gloo" else "cuda"
     if kind == "cuda":
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
