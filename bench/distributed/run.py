@@ -6,10 +6,12 @@
 
 Timing mode: per workload, rank 0 first times the single-GPU call (tessera.block_sparse_attention on the full
 tensors, the others wait), then every rank times ulysses_attention on its sequence shard with balance="tiles" and
-"even". One timed call = barrier, synchronise, call, synchronise (host clock); a call's time is the slowest rank's,
-the figure the median of --reps after --warmup. Scaling efficiency = T_1 / (W * T_W). Every mode's output is gathered
-and compared with the single-GPU output (bf16: max |diff| and relative L2; they differ only where a rank selects
-another plan for its heads than the single call does). Writes DIR/distributed_w<W>.json.
+"even", and "tiles" with 2 and 4 head groups (overlap of the all-to-alls with the attention). One timed call =
+barrier, synchronise, call, synchronise (host clock); a call's time is the slowest rank's, the figure the median of
+--reps after --warmup. Scaling efficiency = T_1 / (W * T_W). Every mode's output is gathered and compared with the
+single-GPU output (bf16: max |diff| and relative L2; they differ only where a rank selects another plan for its heads
+than the single call does). Writes DIR/distributed_w<W>.json. --cpu runs it on gloo and the CPU path, with the
+workload "tiny": a check of this script, not a measurement.
 
 Workloads (masks from bench/peers/workloads.py, numpy, the same seed on every rank; q, k, v bf16, D = 128, B = 1):
 - wan: Wan2.1 720p, N = 75,600, 40 heads, blocks of 64, the top 10 % of a score field per row (the peer scoreboard's
@@ -138,6 +140,10 @@ def workload(name):
     raise SystemExit(f"--workloads: unknown workload {name!r} (wan, wan-varied, sta)")
 
 
+# (JSON key, balance, head_groups): the comparison, then the overlap of communication and attention
+MODES = (("tiles", "tiles", 1), ("even", "even", 1), ("tiles_g2", "tiles", 2), ("tiles_g4", "tiles", 4))
+
+
 def run_workload(name, args, device):
     rank, world = dist.get_rank(), dist.get_world_size()
     w = workload(name)
@@ -171,8 +177,9 @@ def run_workload(name, args, device):
     t1 = torch.tensor([row.get("single_gpu_ms", 0.0)], device=device, dtype=torch.float64)
     dist.broadcast(t1, 0)
     t1 = t1.item()
-    for balance in ("tiles", "even"):
-        fn = lambda: td.ulysses_attention(qs, ks, vs, mask, bs, None, balance=balance)  # noqa: E731
+    for key, balance, groups in MODES:
+        fn = lambda: td.ulysses_attention(qs, ks, vs, mask, bs, None, balance=balance,  # noqa: E731
+                                          head_groups=groups)
         ms, ts = timed(fn, args.warmup, args.reps)
         o = gather_seq(fn())
         asg = td.assign_heads(counts, heads, world, balance)
@@ -183,8 +190,8 @@ def run_workload(name, args, device):
                "plan_rank0": tessera.last_dispatch()["plan_id"] if asg.q_heads[rank] else None}
         if rank == 0:
             res["vs_single_gpu"] = compare(o, single)
-        row[balance] = res
-        log(f"  {name} W={world} {balance}: {ms:.3f} ms (1 GPU {t1:.3f} ms), efficiency "
+        row[key] = res
+        log(f"  {name} W={world} {key}: {ms:.3f} ms (1 GPU {t1:.3f} ms), efficiency "
             f"{res['efficiency']:.3f}, load imbalance {res['load_imbalance']:.3f}"
             + (f", vs 1 GPU max|diff| {res['vs_single_gpu']['max_abs_diff']:.3g}" if rank == 0 else ""))
         del o
@@ -210,7 +217,7 @@ def smoke(device, dtype):
         fails += not ok
         log(f"smoke {'ok  ' if ok else 'FAIL'} {label}: {detail}")
 
-    def equal_case(n, h_q, h_kv, bs, fmt, balance):
+    def equal_case(n, h_q, h_kv, bs, fmt, balance, groups=1):
         def run():
             q, = make_qkv(n, h_q, 128, n + h_q, device, dtype)[:1]
             k, v = make_qkv(n, h_kv, 128, n + h_kv + 1, device, dtype)[:2]
@@ -235,7 +242,7 @@ def smoke(device, dtype):
             plan = tessera.last_dispatch()["plan_id"]
             a, e = shard_bounds(n, world)[rank]
             o, lse = td.ulysses_attention(q[:, a:e], k[:, a:e], v[:, a:e], mask, bs, None, balance=balance,
-                                          return_lse=True, plan_id=plan)
+                                          return_lse=True, plan_id=plan, head_groups=groups)
             sync()
             same = torch.equal(o, o_ref[:, a:e]) and torch.equal(lse, lse_ref[:, :, a:e])
             return same, f"shard {tuple(o.shape)}, plan {plan}, bit-identical {same}"
@@ -244,6 +251,7 @@ def smoke(device, dtype):
     for n, h_q, h_kv, bs, fmt in ((1000, 5, 5, 64, "dense"), (777, 8, 2, 32, "csr"), (1500, 6, 6, 128, "index_lists")):
         for balance in ("tiles", "even"):
             check(f"N={n} H={h_q}/{h_kv} B={bs} {fmt} {balance}", equal_case(n, h_q, h_kv, bs, fmt, balance))
+    check("N=1000 H=5/5 B=64 dense tiles, 2 head groups", equal_case(1000, 5, 5, 64, "dense", "tiles", 2))
 
     def error_case():
         q = torch.zeros((1, 64, 2, 128), device=device, dtype=dtype)

@@ -289,12 +289,14 @@ def _exchange_device(q, backends):
     return torch.device("cpu")
 
 
-def _check_local(q, k, v, block_mask, block_size, scale, balance, return_lse, plan_id, backends):
+def _check_local(q, k, v, block_mask, block_size, scale, balance, return_lse, plan_id, head_groups, backends):
     """Every check that needs no communication. Returns (spec, bq, bkv, scale). Raises TesseraError naming the
     argument."""
     api._check_options(return_lse, 0, plan_id)
     if balance not in BALANCE_MODES:
         raise TesseraError("balance", f"expected 'tiles' or 'even', got {balance!r}"[:200])
+    if type(head_groups) is not int or not 1 <= head_groups <= 1024:
+        raise TesseraError("head_groups", f"expected an int in [1, 1024], got {head_groups!r}"[:200])
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, torch.Tensor):
             raise TesseraError(name, f"expected a torch tensor (torch.distributed moves it), got {type(x).__name__}")
@@ -374,10 +376,11 @@ def _fingerprint(per_head: torch.Tensor) -> torch.Tensor:
 
 # --------------------------------------------------------------------------------------------- all-to-alls
 
-def _send_to_heads(x: torch.Tensor, heads_per_rank, lens, rank, group) -> torch.Tensor:
-    """Forward all-to-all of one tensor. x: this rank's shard [B, n_me, H, D]; heads_per_rank[r]: the heads rank r
-    computes. Returns the full sequence of this rank's heads as a view [B, N, h_me, D] of the received buffer
-    (laid out [N, h_me, B, D]: every source's tokens are consecutive)."""
+def _post_to_heads(x: torch.Tensor, heads_per_rank, lens, rank, group):
+    """Forward all-to-all of one tensor, issued asynchronously. x: this rank's shard [B, n_me, H, D];
+    heads_per_rank[r]: the heads rank r computes (in this head group). Returns (work, view): after work.wait(), view
+    is the full sequence of this rank's heads [B, N, h_me, D], a view of the received buffer [N, h_me, B, D] (every
+    source's tokens are consecutive there, so no copy is needed)."""
     b, n_me, _, d = x.shape
     dev = x.device
     t = torch.arange(n_me, dtype=torch.int64, device=dev)
@@ -391,47 +394,63 @@ def _send_to_heads(x: torch.Tensor, heads_per_rank, lens, rank, group) -> torch.
         bi.append(bb.view(1, 1, -1).expand(shape).reshape(-1))
     send = x[torch.cat(bi), torch.cat(ti), torch.cat(hi)]  # one gather, any strides: [sum_r n_me*h_r*B, D]
     h_me = len(heads_per_rank[rank])
-    n = sum(lens)
-    recv = torch.empty((n, h_me, b, d), dtype=x.dtype, device=dev)
-    dist.all_to_all_single(recv.view(-1), send.view(-1),
-                           output_split_sizes=[ln * h_me * b * d for ln in lens],
-                           input_split_sizes=[n_me * len(hs) * b * d for hs in heads_per_rank], group=group)
-    return recv.permute(2, 0, 1, 3)
+    recv = torch.empty((sum(lens), h_me, b, d), dtype=x.dtype, device=dev)
+    work = dist.all_to_all_single(recv.view(-1), send.view(-1), output_split_sizes=[ln * h_me * b * d for ln in lens],
+                                  input_split_sizes=[n_me * len(hs) * b * d for hs in heads_per_rank], group=group,
+                                  async_op=True)
+    return (work, send), recv.permute(2, 0, 1, 3)
 
 
-def _gather_positions(heads_per_rank, h_total, n_me, b, dev) -> torch.Tensor:
-    """For the backward all-to-all: [B, n_me, H] positions into the received buffer (source-major chunks
-    [n_me, h_r, B]) of each (batch, token, original head)."""
+def _post_back(y: torch.Tensor, recv: torch.Tensor, inner: int, heads_per_rank, lens, rank, group):
+    """Backward all-to-all, issued asynchronously. y: this rank's result laid out [N, h_me, B, inner] (token-major, so
+    every destination's tokens are consecutive); recv: the flat slice receiving the source-major chunks
+    [n_me, h_r, B, inner] of every source r. Returns what must stay alive until the work is waited on."""
+    h_me = len(heads_per_rank[rank])
+    b = y.shape[2]
+    n_me = lens[rank]
+    send = y.reshape(-1)
+    work = dist.all_to_all_single(recv, send, output_split_sizes=[n_me * len(h) * b * inner for h in heads_per_rank],
+                                  input_split_sizes=[ln * h_me * b * inner for ln in lens], group=group, async_op=True)
+    return work, send
+
+
+def _gather_positions(chunks, h_total, n_me, b, dev) -> torch.Tensor:
+    """[B, n_me, H] row positions, in the buffer the backward all-to-alls fill, of each (batch, token, original head).
+    chunks: (heads, first row) of every received chunk [n_me, len(heads), B] (per head group, per source)."""
     pos = torch.empty((b, n_me, h_total), dtype=torch.int64, device=dev)
     t = torch.arange(n_me, dtype=torch.int64, device=dev).view(1, -1, 1)
     bb = torch.arange(b, dtype=torch.int64, device=dev).view(-1, 1, 1)
-    off = 0
-    for heads in heads_per_rank:
+    for heads, off in chunks:
         h_r = len(heads)
         if h_r:
             j = torch.arange(h_r, dtype=torch.int64, device=dev).view(1, 1, -1)
             idx = torch.tensor(heads, dtype=torch.int64, device=dev)
             pos.index_copy_(2, idx, (off + (t * h_r + j) * b + bb).expand(b, n_me, h_r))
-        off += n_me * h_r * b
     return pos
 
 
-def _send_back(y: torch.Tensor, inner: int, heads_per_rank, lens, rank, group) -> torch.Tensor:
-    """Backward all-to-all. y: this rank's result laid out [N, h_me, B, inner] (token-major, so every destination's
-    tokens are consecutive). Returns the received buffer, flat: source-major chunks [n_me, h_r, B, inner]."""
-    h_me = len(heads_per_rank[rank])
-    b = y.shape[2]
-    n_me = lens[rank]
-    recv = torch.empty(n_me * sum(len(h) for h in heads_per_rank) * b * inner, dtype=y.dtype, device=y.device)
-    dist.all_to_all_single(recv, y.reshape(-1), output_split_sizes=[n_me * len(h) * b * inner for h in heads_per_rank],
-                           input_split_sizes=[ln * h_me * b * inner for ln in lens], group=group)
-    return recv
+def _head_groups(assignment: HeadAssignment, h_q: int, world: int, groups: int):
+    """Splits every rank's units into `groups` contiguous head groups (sizes differing by at most one unit). Returns
+    [(q_heads per rank, kv_heads per rank)] for each group that has heads on some rank."""
+    per = h_q // sum(len(kv) for kv in assignment.kv_heads)  # query heads per unit (the same for every unit)
+    out = []
+    for gi in range(groups):
+        qs, kvs = [], []
+        for r in range(world):
+            kv_r = assignment.kv_heads[r]
+            units = [u for u in range(len(kv_r)) if u * groups // len(kv_r) == gi]
+            qs.append(tuple(h for u in units for h in assignment.q_heads[r][u * per:(u + 1) * per]))
+            kvs.append(tuple(kv_r[u] for u in units))
+        if any(qs):
+            out.append((tuple(qs), tuple(kvs)))
+    return out
 
 
 # -------------------------------------------------------------------------------------------------- the call
 
 def ulysses_attention(q, k, v, block_mask, block_size=None, group=None, *, balance: str = "tiles",
-                      return_lse: bool = False, scale: Optional[float] = None, plan_id: Optional[str] = None):
+                      return_lse: bool = False, scale: Optional[float] = None, plan_id: Optional[str] = None,
+                      head_groups: int = 1):
     """Block-sparse attention E(M) of a sequence-sharded request over a torch.distributed group (Ulysses).
 
     Every rank of ``group`` calls it with its own sequence shard and the same full-sequence mask and options.
@@ -456,6 +475,11 @@ def ulysses_attention(q, k, v, block_mask, block_size=None, group=None, *, balan
       return_lse: exactly True or False: also return this shard's LSE ``[B, H_q, N_r]`` float32 (natural log).
       scale: softmax scale (default 1/sqrt(D)), as in :func:`tessera.block_sparse_attention`.
       plan_id: force this plan on every rank (for comparisons); None lets each rank select for its heads.
+      head_groups: split every rank's heads into this many groups (an int >= 1; more groups than a rank has units
+        leave some empty): the all-to-alls of every group are issued at once and group i's attention runs while
+        the later groups' inputs arrive and the earlier groups' outputs leave (NCCL runs them on its own stream).
+        1 (default): no overlap. Results are the same for any value (one local call per group: plans are selected
+        per group).
 
     Returns this rank's shard of O, ``[B, N_r, H_q, D]`` (q's dtype and device, contiguous), or (O, LSE).
     Each head is computed by one rank with that head's full q, k, v and mask rows, so O equals a single-process
@@ -464,28 +488,30 @@ def ulysses_attention(q, k, v, block_mask, block_size=None, group=None, *, balan
 
     Raises (on every rank of the group, before any tensor data is exchanged, after one small all-gather that carries
     each rank's verdict; nothing is returned on any rank): TesseraError naming the argument ("q", "k", "v",
-    "block_mask", "mask.row_offsets", "block_size", "balance", "return_lse", "scale", "plan_id", "group"):
-    a rank whose own arguments are invalid raises its own error, the others an error naming the same argument and
-    that rank; arguments that disagree between ranks (B, H, D, dtype, block size, mask extents or per-head active
-    blocks, options) raise on every rank. Errors of the local attention call (mask contents such as a column out of
-    range, unsupported plans) are exchanged the same way before the outputs move. Errors about ``group`` itself (not
-    initialized, not a member) are raised at once, without communication.
+    "block_mask", "mask.row_offsets", "block_size", "balance", "return_lse", "scale", "plan_id", "head_groups",
+    "group"): a rank whose own arguments are invalid raises its own error, the others an error naming the same
+    argument and that rank; arguments that disagree between ranks (B, H, D, dtype, block size, mask extents or
+    per-head active blocks, options) raise on every rank. Errors of a local attention call (mask contents such as
+    a column out of range, unsupported plans) are exchanged the same way after the last group (the outputs have
+    moved by then, but nothing is returned). Errors about ``group`` itself (not initialized, not a member, a backend
+    other than NCCL or gloo) are raised at once, without communication.
     """
     group, rank, world, backends = _group_info(group)
     device = _exchange_device(q, backends)
     err: Optional[BaseException] = None
-    host = [0] * 18
+    host = [0] * 19
     dev_fields = torch.zeros(6, dtype=torch.int64, device=device)
     per_head = torch.zeros(0, dtype=torch.int64, device=device)
     try:
         spec, bq, bkv, scale = _check_local(q, k, v, block_mask, block_size, scale, balance, return_lse, plan_id,
-                                            backends)
+                                            head_groups, backends)
         b, n_me, h_q, d = q.shape
         mb, mh, nqb, nkvb = spec.extents
         scale_bits = struct.unpack("<q", struct.pack("<d", -1.0 if scale is None else scale))[0]
         host = [int(n_me), int(k.shape[1]), b, h_q, int(k.shape[2]), d, _DTYPE_CODES[q.dtype], bq, bkv,
                 KIND_CODES[spec.kind], mb, mh, nqb, -1 if nkvb is None else int(nkvb),
-                BALANCE_MODES.index(balance), int(return_lse), scale_bits, zlib.crc32((plan_id or "").encode())]
+                BALANCE_MODES.index(balance), int(return_lse), scale_bits, zlib.crc32((plan_id or "").encode()),
+                int(head_groups)]
         per_head, checks = _mask_device_stats(spec)
         dev_fields = torch.cat([_fingerprint(per_head), checks])
     except Exception as e:  # exchanged so that every rank raises, none waits in a collective
@@ -497,49 +523,67 @@ def ulysses_attention(q, k, v, block_mask, block_size=None, group=None, *, balan
     h_kv = k.shape[2]
     counts = counts * h_q if len(counts) == 1 else counts
     assignment = assign_heads(counts, h_kv, world, balance)
-    qh, kvh = assignment.q_heads, assignment.kv_heads
-    # sequence shards -> full sequences of this rank's heads
-    q_me = _send_to_heads(q, qh, lens, rank, group)
-    k_me = _send_to_heads(k, kvh, lens_kv, rank, group)
-    v_me = _send_to_heads(v, kvh, lens_kv, rank, group)
-    o_me = lse_me = None
-    try:
-        if qh[rank]:
-            local_spec = _slice_mask(spec, qh[rank], counts)
-            res = api.block_sparse_attention(q_me, k_me, v_me, local_spec, (bq, bkv), scale=scale, layout="bshd",
-                                             return_lse=return_lse, plan_id=plan_id)
-            o_me, lse_me = res if return_lse else (res, None)
-        err = None
-    except (TesseraError, TesseraRuntimeError) as e:
-        # the local call sees the mask sliced to this rank's heads: say so, since its head and row numbers count
-        # within the slice
-        err = type(e)(e.argument, f"{e.message} [in rank {rank}'s call on query heads {list(qh[rank])} of "
-                                  f"{h_q}: head, row and entry numbers count within the mask sliced to these heads]",
-                      e.code)
-        err.__cause__ = e
-    except Exception as e:
-        err = e
+    groups = _head_groups(assignment, h_q, world, int(head_groups))
+    # sequence shards -> full sequences of this rank's heads, every group's transfers issued now
+    posted = [[_post_to_heads(x, hs, ln, rank, group) for x, hs, ln in ((q, qg, lens), (k, kvg, lens_kv),
+                                                                        (v, kvg, lens_kv))] for qg, kvg in groups]
+    rows_total = n_me * h_q * b
+    recv_o = torch.empty(rows_total * d, dtype=q.dtype, device=q.device)
+    recv_lse = torch.empty(rows_total, dtype=torch.float32, device=q.device) if return_lse else None
+    chunks, keep, first = [], [], 0
+    err = None
+    for gi, (qg, _) in enumerate(groups):
+        for (work, _), _ in posted[gi]:
+            work.wait()
+        q_me, k_me, v_me = (view for _, view in posted[gi])
+        posted[gi] = None  # the send buffers (and, once the local call is done, the received ones) can go
+        mine = qg[rank]
+        o_me = lse_me = None
+        if mine and err is None:
+            try:
+                local_spec = _slice_mask(spec, mine, counts)
+                res = api.block_sparse_attention(q_me, k_me, v_me, local_spec, (bq, bkv), scale=scale, layout="bshd",
+                                                 return_lse=return_lse, plan_id=plan_id)
+                o_me, lse_me = res if return_lse else (res, None)
+            except (TesseraError, TesseraRuntimeError) as e:
+                # the local call sees the mask sliced to this rank's heads: its head and row numbers count within it
+                err = type(e)(e.argument, f"{e.message} [in rank {rank}'s call on query heads {list(mine)} of {h_q}: "
+                                          "head, row and entry numbers count within the mask sliced to these heads]",
+                              e.code)
+                err.__cause__ = e
+            except Exception as e:  # noqa: BLE001 - exchanged below, re-raised on this rank
+                err = e
+        if o_me is None:  # no heads here, or an error: still take part in the transfers (nothing is returned)
+            o_me = q_me.new_zeros((b, n_q, len(mine), d))
+            lse_me = torch.zeros((b, len(mine), n_q), dtype=torch.float32, device=q.device) if return_lse else None
+        # full sequences of this group's heads -> sequence shards
+        size = n_me * sum(len(h) for h in qg) * b
+        keep.append(_post_back(o_me.permute(1, 2, 0, 3), recv_o[first * d:(first + size) * d], d, qg, lens, rank,
+                               group))
+        if return_lse:
+            keep.append(_post_back(lse_me.permute(2, 1, 0).unsqueeze(-1), recv_lse[first:first + size], 1, qg, lens,
+                                   rank, group))
+        for heads in qg:  # the received chunks of this group, source by source
+            chunks.append((heads, first))
+            first += n_me * len(heads) * b
+        q_me = k_me = v_me = o_me = lse_me = None
     rows, _ = _all_gather_rows(group, device, _error_fields(err))
+    for work, _ in keep:
+        work.wait()
     _raise_if_any(rows, rank, err, "in its local attention call")
-    # full sequences of this rank's heads -> sequence shards of all heads
-    if o_me is None:
-        o_me = q_me.new_empty((b, n_q, 0, d))
-        lse_me = torch.empty((b, 0, n_q), dtype=torch.float32, device=q.device) if return_lse else None
-    pos = _gather_positions(qh, h_q, n_me, b, q.device)
-    recv = _send_back(o_me.permute(1, 2, 0, 3), d, qh, lens, rank, group)
-    o = recv.view(-1, d).index_select(0, pos.view(-1)).view(b, n_me, h_q, d)
+    pos = _gather_positions(chunks, h_q, n_me, b, q.device)
+    o = recv_o.view(-1, d).index_select(0, pos.view(-1)).view(b, n_me, h_q, d)
     if not return_lse:
         return o
-    recv = _send_back(lse_me.permute(2, 1, 0).unsqueeze(-1), 1, qh, lens, rank, group)
-    lse = recv.index_select(0, pos.permute(0, 2, 1).reshape(-1)).view(b, h_q, n_me)
+    lse = recv_lse.index_select(0, pos.permute(0, 2, 1).reshape(-1)).view(b, h_q, n_me)
     return o, lse
 
 
 _AGREE = ("B", "H_q", "H_kv", "D", "dtype", "B_Q", "B_KV", "mask format", "B_m", "H_m", "n_qb", "n_kvb", "balance",
-          "return_lse", "scale", "plan_id (CRC-32)", "active blocks per head (sum)", "active blocks per head (weighted sum)",
+          "return_lse", "scale", "plan_id (CRC-32)", "head_groups", "active blocks per head (sum)", "active blocks per head (weighted sum)",
           "active blocks per head (sum of squares)")
 _AGREE_ARGS = ("q", "q", "k", "q", "q", "block_size", "block_size", "block_mask", "block_mask", "block_mask",
-               "block_mask", "block_mask", "balance", "return_lse", "scale", "plan_id", "block_mask", "block_mask",
+               "block_mask", "block_mask", "balance", "return_lse", "scale", "plan_id", "head_groups", "block_mask", "block_mask",
                "block_mask")
 
 
@@ -547,14 +591,14 @@ def _check_agreement(rows, spec: MaskSpec, bq: int, bkv: int):
     """Checks that every rank passed the same request (all ranks see the same rows, so all raise the same error) and
     the mask's extents against the gathered sequence lengths. Returns (spec, lens, lens_kv, N_q, N_kv)."""
     h = _HEADER
-    fields = [row[h + 2:h + 21] for row in rows]  # all but n_r, n_kv_r (host fields, then the fingerprint)
+    fields = [row[h + 2:h + 22] for row in rows]  # all but n_r, n_kv_r (host fields, then the fingerprint)
     for i, name in enumerate(_AGREE):
         vals = [f[i] for f in fields]
         if any(x != vals[0] for x in vals):
             shown = ", ".join(f"rank {r}: {x}" for r, x in enumerate(vals))
             raise TesseraError(_AGREE_ARGS[i], f"{name} differs between the ranks of the group ({shown})"[:400] +
                                ": every rank passes its shard of one request with the same mask and options")
-    checks = rows[0][h + 21:h + 24]
+    checks = rows[0][h + 22:h + 25]
     if spec.kind == "csr" and (checks[0] != 0 or checks[1] != 0 or checks[2] < 0):
         raise TesseraError("mask.row_offsets", f"not a valid block-CSR: row_offsets[0] = {checks[0]} (must be 0), "
                                                f"row_offsets[-1] - len(col_indices) = {checks[1]} (must be 0), "

@@ -64,7 +64,8 @@ def _compare(name, got, want):
     return None
 
 
-def _check_equal(rank, world, q, k, v, mask, bs, balance, lens=None, lens_kv=None, return_lse=True, **kw):
+def _check_equal(rank, world, q, k, v, mask, bs, balance, lens=None, lens_kv=None, return_lse=True, head_groups=1,
+                 **kw):
     """ulysses_attention on this rank's shard == the shard of the single-process call, bit for bit."""
     import tessera
     import tessera.distributed as td
@@ -72,7 +73,7 @@ def _check_equal(rank, world, q, k, v, mask, bs, balance, lens=None, lens_kv=Non
     ref_o, ref_lse = ref if return_lse else (ref, None)
     out = td.ulysses_attention(_shard(q, rank, world, lens), _shard(k, rank, world, lens_kv),
                                _shard(v, rank, world, lens_kv), mask, bs, None, balance=balance,
-                               return_lse=return_lse, **kw)
+                               return_lse=return_lse, head_groups=head_groups, **kw)
     o, lse = out if return_lse else (out, None)
     a, e = _split(q.shape[1], world, lens)[rank]
     problems = [_compare("O", o, ref_o[:, a:e])]
@@ -90,6 +91,22 @@ def dense_per_head_ragged(rank, world, balance):
     q, k, v, dense, _ = _request(1, 1, 203, 203, 5, 5, 64, 64, 64, 5, [0.1, 0.9, 0.3, 0.6, 0.05])
     import torch
     return _check_equal(rank, world, q, k, v, torch.from_numpy(dense), 64, balance)
+
+
+@case
+def dense_per_head_ragged_two_head_groups(rank, world, balance):
+    q, k, v, dense, _ = _request(1, 1, 203, 203, 5, 5, 64, 64, 64, 5, [0.1, 0.9, 0.3, 0.6, 0.05])
+    return _check_equal(rank, world, q, k, v, dense, 64, balance, head_groups=2)
+
+
+@case
+def gqa_csr_head_groups_more_than_units(rank, world, balance):
+    # 12 query heads on 4 kv heads, 3 head groups (some ranks have fewer units than groups), and 64 groups
+    q, k, v, dense, _ = _request(16, 1, 150, 150, 12, 4, 64, 32, 32, 12, np.linspace(0.05, 0.95, 12))
+    ro, ci = dense_to_csr(dense)
+    r3 = _check_equal(rank, world, q, k, v, ("csr", ro, ci, dense.shape), 32, balance, head_groups=3)
+    r64 = _check_equal(rank, world, q, k, v, ("csr", ro, ci, dense.shape), 32, balance, head_groups=64)
+    return r3 if r3[0] != "ok" else r64
 
 
 @case
@@ -248,6 +265,19 @@ def error_mask_content_in_local_call(rank, world, balance):
     return _error_info(lambda: td.ulysses_attention(_shard(q, rank, world), _shard(k, rank, world),
                                                     _shard(v, rank, world), ("csr", ro, ci, dense.shape), 32,
                                                     balance=balance))
+
+
+@case
+def error_mask_content_second_head_group(rank, world, balance):
+    # the same with 2 head groups: the error comes from a later group's call, after other transfers were issued
+    import tessera.distributed as td
+    q, k, v, dense, _ = _request(14, 1, 128, 128, 8, 8, 64, 32, 32, 8, 0.5)
+    ro, ci = dense_to_csr(dense)
+    ci = ci.copy()
+    ci[-1] = 99
+    return _error_info(lambda: td.ulysses_attention(_shard(q, rank, world), _shard(k, rank, world),
+                                                    _shard(v, rank, world), ("csr", ro, ci, dense.shape), 32,
+                                                    balance=balance, return_lse=True, head_groups=2))
 
 
 @case

@@ -65,6 +65,15 @@ def test_gqa_units_keep_groups_together_or_split_into_replicas():
     assert sorted(h for hs in a.q_heads for h in hs) == list(range(8))
 
 
+def test_head_groups_split_each_ranks_units_contiguously():
+    a = td.assign_heads([1] * 12, 4, 2, "even")  # units of 3 query heads: rank 0 kv 0, 1; rank 1 kv 2, 3
+    groups = td._head_groups(a, 12, 2, 2)
+    assert groups == [(((0, 1, 2), (6, 7, 8)), ((0,), (2,))), (((3, 4, 5), (9, 10, 11)), ((1,), (3,)))]
+    assert td._head_groups(a, 12, 2, 1) == [(a.q_heads, a.kv_heads)]
+    many = td._head_groups(a, 12, 2, 5)  # more groups than units: the empty ones are dropped
+    assert len(many) == 2 and [g[0] for g in many] == [g[0] for g in groups]
+
+
 def test_assign_heads_errors_name_the_argument():
     with pytest.raises(tessera.TesseraError) as e:
         td.assign_heads([1, 2], 2, 2, "heads")
@@ -197,6 +206,15 @@ def test_mask_content_error_of_one_rank_reaches_all(world, balance):
     assert len(own) == 1  # the rank computing the last head raised it; the others name it
     assert "is outside [0, n_kvb = 4)" in own[0]["message"] and "on query heads [" in own[0]["message"]
     assert "3] of 4: head, row and entry numbers count within the mask sliced" in own[0]["message"]
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("balance", BALANCES)
+def test_mask_content_error_in_a_later_head_group(world, balance):
+    errs = _errors(world, "error_mask_content_second_head_group", balance)
+    assert all(e["argument"] == "mask.col_indices" for e in errs), errs
+    own = [e for e in errs if "in its local attention call" not in e["message"]]
+    assert len(own) == 1 and "7] of 8: head, row and entry numbers count" in own[0]["message"]
 
 
 @pytest.mark.multiprocess
