@@ -254,30 +254,27 @@ def error_mask_for_a_shard(rank, world, balance):
                                                     balance=balance))
 
 
-@case
-def error_mask_content_in_local_call(rank, world, balance):
-    # a column out of range in the last head's rows: only the rank computing that head sees it in its local call
+def _bad_last_column(rank, world, balance, heads, **kw):
+    """A column out of range in the last head's rows: only the rank computing that head sees it in its local call."""
     import tessera.distributed as td
-    q, k, v, dense, _ = _request(14, 1, 128, 128, 4, 4, 64, 32, 32, 4, 0.5)
+    q, k, v, dense, _ = _request(14, 1, 128, 128, heads, heads, 64, 32, 32, heads, 0.5)
     ro, ci = dense_to_csr(dense)
     ci = ci.copy()
     ci[-1] = 99
     return _error_info(lambda: td.ulysses_attention(_shard(q, rank, world), _shard(k, rank, world),
                                                     _shard(v, rank, world), ("csr", ro, ci, dense.shape), 32,
-                                                    balance=balance))
+                                                    balance=balance, **kw))
+
+
+@case
+def error_mask_content_in_local_call(rank, world, balance):
+    return _bad_last_column(rank, world, balance, 4)
 
 
 @case
 def error_mask_content_second_head_group(rank, world, balance):
-    # the same with 2 head groups: the error comes from a later group's call, after other transfers were issued
-    import tessera.distributed as td
-    q, k, v, dense, _ = _request(14, 1, 128, 128, 8, 8, 64, 32, 32, 8, 0.5)
-    ro, ci = dense_to_csr(dense)
-    ci = ci.copy()
-    ci[-1] = 99
-    return _error_info(lambda: td.ulysses_attention(_shard(q, rank, world), _shard(k, rank, world),
-                                                    _shard(v, rank, world), ("csr", ro, ci, dense.shape), 32,
-                                                    balance=balance, return_lse=True, head_groups=2))
+    # with 2 head groups the error comes from a later group's call, after other transfers were issued
+    return _bad_last_column(rank, world, balance, 8, return_lse=True, head_groups=2)
 
 
 @case

@@ -199,22 +199,15 @@ def test_mask_of_a_shard_is_refused(world, balance):
 
 @pytest.mark.multiprocess
 @pytest.mark.parametrize("balance", BALANCES)
-def test_mask_content_error_of_one_rank_reaches_all(world, balance):
-    errs = _errors(world, "error_mask_content_in_local_call", balance)
+@pytest.mark.parametrize("name, heads", [("error_mask_content_in_local_call", 4),
+                                         ("error_mask_content_second_head_group", 8)])
+def test_mask_content_error_of_one_rank_reaches_all(world, balance, name, heads):
+    errs = _errors(world, name, balance)
     assert all(e["argument"] == "mask.col_indices" for e in errs), errs
     own = [e for e in errs if "in its local attention call" not in e["message"]]
     assert len(own) == 1  # the rank computing the last head raised it; the others name it
     assert "is outside [0, n_kvb = 4)" in own[0]["message"] and "on query heads [" in own[0]["message"]
-    assert "3] of 4: head, row and entry numbers count within the mask sliced" in own[0]["message"]
-
-
-@pytest.mark.multiprocess
-@pytest.mark.parametrize("balance", BALANCES)
-def test_mask_content_error_in_a_later_head_group(world, balance):
-    errs = _errors(world, "error_mask_content_second_head_group", balance)
-    assert all(e["argument"] == "mask.col_indices" for e in errs), errs
-    own = [e for e in errs if "in its local attention call" not in e["message"]]
-    assert len(own) == 1 and "7] of 8: head, row and entry numbers count" in own[0]["message"]
+    assert f"{heads - 1}] of {heads}: head, row and entry numbers count within the mask sliced" in own[0]["message"]
 
 
 @pytest.mark.multiprocess
