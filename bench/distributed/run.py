@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""tessera.distributed.ulysses_attention on 1, 2 or 4 GPUs (issue 22), launched by torchrun (scripts/gpu_distributed.sh):
+"""tessera.distributed.ulysses_attention on 1, 2 or 4 GPUs (issue 22), launched by torchrun
+(scripts/gpu_distributed.sh):
 
     torchrun --nproc-per-node W bench/distributed/run.py --out DIR [--workloads wan,wan-varied,sta] [--reps 10]
     torchrun --nproc-per-node 1 bench/distributed/run.py --smoke --out DIR
@@ -275,7 +276,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--revision", default=os.environ.get("TESSERA_REVISION", ""))
-    ap.add_argument("--cpu", action="store_true", help="gloo on the CPU path (a check of this script, not a measurement)")
+    ap.add_argument("--cpu", action="store_true",
+                    help="gloo on the CPU path (a check of this script, not a measurement)")
     args = ap.parse_args()
     global DEVICE
     local = int(os.environ.get("LOCAL_RANK", "0"))

@@ -10,10 +10,10 @@ ranks by their active-block counts (longest-first greedy), and the outputs are p
 
 Communication (NCCL for CUDA tensors, gloo for CPU tensors), per call: one all-gather of a small int64 vector
 (shapes, options, a fingerprint of the mask's per-head counts, and an error flag, so that an error on one rank is
-raised on every rank instead of leaving the others waiting in a collective), one all-to-all each for q, k and v, one
-all-gather of a status flag after the local attention (same reason), one all-to-all for O and, with return_lse, one
-for LSE. The only device-to-host copies are those two small vectors (the per-head active-block counts travel with
-the first).
+raised on every rank instead of leaving the others waiting in a collective), one all-to-all each for q, k and v and
+one for O (and LSE) per head group (``head_groups``: the transfers of later groups overlap the attention of earlier
+ones), and one all-gather of a status flag after the local attention calls (same reason). The only device-to-host
+copies are those two small vectors (the per-head active-block counts travel with the first).
 
 torch is required (this module imports it); ``import tessera`` alone does not.
 """
@@ -216,15 +216,15 @@ def _error_fields(err: Optional[BaseException]) -> List[int]:
     return [code, 0] + list(struct.unpack(f"<{_ARG_SLOTS}q", name))
 
 
-def _raise_if_any(rows: List[List[int]], my_rank: int, err: Optional[BaseException], stage: str):
+def _raise_if_any(rows: List[List[int]], err: Optional[BaseException], stage: str):
     """After an exchange: re-raises this rank's own error, or raises one naming the argument another rank failed on."""
     if err is not None:
         raise err
     for r, row in enumerate(rows):
         if row[0]:
             arg = struct.pack(f"<{_ARG_SLOTS}q", *row[2:_HEADER]).rstrip(b"\0").decode(errors="replace")
-            msg = (f"rank {r} of the group raised an error {stage} (see that rank's message); nothing was computed "
-                   "or returned on any rank")
+            msg = (f"rank {r} of the group raised an error {stage} (see that rank's message); nothing is returned "
+                   "on any rank")
             if row[0] == 1:
                 raise TesseraError(arg, msg)
             if row[0] == 2:
@@ -517,7 +517,7 @@ def ulysses_attention(q, k, v, block_mask, block_size=None, group=None, *, balan
     except Exception as e:  # exchanged so that every rank raises, none waits in a collective
         err = e
     rows, counts = _all_gather_rows(group, device, _error_fields(err) + host, dev_fields, per_head)
-    _raise_if_any(rows, rank, err, "while checking its arguments")
+    _raise_if_any(rows, err, "while checking its arguments")
     spec, lens, lens_kv, n_q, n_kv = _check_agreement(rows, spec, bq, bkv)
     b, n_me, h_q, d = q.shape
     h_kv = k.shape[2]
@@ -570,7 +570,7 @@ def ulysses_attention(q, k, v, block_mask, block_size=None, group=None, *, balan
     rows, _ = _all_gather_rows(group, device, _error_fields(err))
     for work, _ in keep:
         work.wait()
-    _raise_if_any(rows, rank, err, "in its local attention call")
+    _raise_if_any(rows, err, "in its local attention call")
     pos = _gather_positions(chunks, h_q, n_me, b, q.device)
     o = recv_o.view(-1, d).index_select(0, pos.view(-1)).view(b, n_me, h_q, d)
     if not return_lse:
@@ -579,12 +579,13 @@ def ulysses_attention(q, k, v, block_mask, block_size=None, group=None, *, balan
     return o, lse
 
 
+# The exchanged fields every rank must agree on (after n_r and n_kv_r), and the argument each names.
 _AGREE = ("B", "H_q", "H_kv", "D", "dtype", "B_Q", "B_KV", "mask format", "B_m", "H_m", "n_qb", "n_kvb", "balance",
-          "return_lse", "scale", "plan_id (CRC-32)", "head_groups", "active blocks per head (sum)", "active blocks per head (weighted sum)",
-          "active blocks per head (sum of squares)")
+          "return_lse", "scale", "plan_id (CRC-32)", "head_groups", "active blocks per head (sum)",
+          "active blocks per head (weighted sum)", "active blocks per head (sum of squares)")
 _AGREE_ARGS = ("q", "q", "k", "q", "q", "block_size", "block_size", "block_mask", "block_mask", "block_mask",
-               "block_mask", "block_mask", "balance", "return_lse", "scale", "plan_id", "head_groups", "block_mask", "block_mask",
-               "block_mask")
+               "block_mask", "block_mask", "balance", "return_lse", "scale", "plan_id", "head_groups", "block_mask",
+               "block_mask", "block_mask")
 
 
 def _check_agreement(rows, spec: MaskSpec, bq: int, bkv: int):
