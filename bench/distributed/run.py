@@ -67,9 +67,9 @@ def shard_bounds(n, world):
     return [(int(offs[r]), int(offs[r + 1])) for r in range(world)]
 
 
-def make_qkv(n, heads, d, seed, device, dtype=torch.bfloat16):
+def make_qkv(n, heads, d, seed, device, dtype=torch.bfloat16, batch=1):
     g = torch.Generator(device=device).manual_seed(seed)
-    return [torch.randn((1, n, heads, d), generator=g, device=device, dtype=dtype) for _ in range(3)]
+    return [torch.randn((batch, n, heads, d), generator=g, device=device, dtype=dtype) for _ in range(3)]
 
 
 def timed(fn, warmup, reps):
@@ -218,12 +218,14 @@ def smoke(device, dtype):
         fails += not ok
         log(f"smoke {'ok  ' if ok else 'FAIL'} {label}: {detail}")
 
-    def equal_case(n, h_q, h_kv, bs, fmt, balance, groups=1):
+    def equal_case(n, h_q, h_kv, bs, fmt, balance, groups=1, batch=1):
         def run():
-            q, = make_qkv(n, h_q, 128, n + h_q, device, dtype)[:1]
-            k, v = make_qkv(n, h_kv, 128, n + h_kv + 1, device, dtype)[:2]
+            q, = make_qkv(n, h_q, 128, n + h_q, device, dtype, batch)[:1]
+            k, v = make_qkv(n, h_kv, 128, n + h_kv + 1, device, dtype, batch)[:2]
             nb = -(-n // bs)
-            dense = rng.random((1, h_q, nb, nb)) < rng.uniform(0.05, 0.9, (1, h_q, 1, 1))
+            # B > 1: the local call reads q, k, v in the received layout [N, h, B, D] (batch stride D, head stride
+            # B * D), a layout no single-GPU caller passes
+            dense = rng.random((batch, h_q, nb, nb)) < rng.uniform(0.05, 0.9, (1, h_q, 1, 1))
             dense[..., 0] = True
             if fmt == "dense":
                 mask = torch.from_numpy(dense).to(device)
@@ -253,6 +255,7 @@ def smoke(device, dtype):
         for balance in ("tiles", "even"):
             check(f"N={n} H={h_q}/{h_kv} B={bs} {fmt} {balance}", equal_case(n, h_q, h_kv, bs, fmt, balance))
     check("N=1000 H=5/5 B=64 dense tiles, 2 head groups", equal_case(1000, 5, 5, 64, "dense", "tiles", 2))
+    check("batch 2, N=640 H=4/2 B=64 csr tiles", equal_case(640, 4, 2, 64, "csr", "tiles", 1, 2))
 
     def error_case():
         q = torch.zeros((1, 64, 2, 128), device=device, dtype=dtype)
