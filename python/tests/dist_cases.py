@@ -164,9 +164,9 @@ def flex_block_mask_duck_typed(rank, world, balance):
 
 @case
 def strided_bhsd_inputs(rank, world, balance):
-    # q, k, v given as transposed views of [B, H, N, D] tensors
+    # q, k, v given as transposed views of [B, H, N, D] tensors, in bfloat16 (2-byte transfers on gloo)
     import torch
-    q, k, v, dense, _ = _request(8, 1, 90, 90, 4, 4, 64, 16, 16, 4, [0.3, 0.6, 0.9, 0.1])
+    q, k, v, dense, _ = _request(8, 1, 90, 90, 4, 4, 64, 16, 16, 4, [0.3, 0.6, 0.9, 0.1], dtype="bfloat16")
     q, k, v = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in (q, k, v))
     return _check_equal(rank, world, q, k, v, torch.from_numpy(dense), 16, balance)
 
