@@ -12,14 +12,15 @@
 # smoke.log, timing_w<W>.log; to commit them copy the JSON into bench/results/distributed/.
 # NVLink SHARP (NVLS) multicast stays off: the machines' KINDS.md asks for it (NCCL_NVLS_ENABLE=0 and the two below).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT="${OUT:-$PWD/out}"
 DEST="$OUT/distributed"
 mkdir -p "$DEST"
 MODE="${1:-all}"; [ $# -gt 0 ] && shift
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONPATH="$PWD/python:$PWD/build/gpu/python${PYTHONPATH:+:$PYTHONPATH}"
-export TESSERA_REVISION="$(cat .revision 2>/dev/null || echo unknown)"
+TESSERA_REVISION="$(cat .revision 2>/dev/null || echo unknown)"
+export TESSERA_REVISION
 if ! compgen -G "build/gpu/python/tessera/_C*.so" > /dev/null; then
   echo "gpu_distributed: build/gpu/python/tessera missing: building with scripts/gpu_check.sh (python tests only)"
   scripts/gpu_check.sh -R python || echo "gpu_distributed: gpu_check rc=$? (continuing if the module exists)"
