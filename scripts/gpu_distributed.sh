@@ -17,6 +17,7 @@ OUT="${OUT:-$PWD/out}"
 DEST="$OUT/distributed"
 mkdir -p "$DEST"
 MODE="${1:-all}"; [ $# -gt 0 ] && shift
+case "$MODE" in smoke|timing|all) ;; *) echo "gpu_distributed: the first argument is smoke, timing or all, got '$MODE'" >&2; exit 2;; esac
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONPATH="$PWD/python:$PWD/build/gpu/python${PYTHONPATH:+:$PYTHONPATH}"
 TESSERA_REVISION="$(cat .revision 2>/dev/null || echo unknown)"
