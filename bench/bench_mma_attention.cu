@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <regex>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -48,14 +49,16 @@ void write_file(const std::string& path, const void* data, std::size_t bytes) {
 int main(int argc, char** argv) {
   std::string out = ".", data = "/tmp/tessera_bench";
   bool wan = true;
+  std::regex entries(".*");  // --entries: time only the candidates whose catalog entry matches (e.g. "^wgmma\\.")
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) out = argv[++i];
+    else if (a == "--entries" && i + 1 < argc) entries = std::regex(argv[++i]);
     else if (a == "--data" && i + 1 < argc) data = argv[++i];
     else if (a == "--no-wan") wan = false;
     else {
       std::fprintf(stderr, "bench_mma_attention: unknown or incomplete argument '%s'\n"
-                           "usage: bench_mma_attention [--out DIR] [--data DIR] [--no-wan]\n", a.c_str());
+                           "usage: bench_mma_attention [--out DIR] [--data DIR] [--no-wan] [--entries REGEX]\n", a.c_str());
       return 2;
     }
   }
@@ -86,19 +89,19 @@ int main(int argc, char** argv) {
         C("q32d.kv128p4", P + "t32x128.w8.s1", 32, 128, true, true), C("q16r2.kv64p2", P + "t16x64.w4.s2", 16, 64, true, true),
         C("q64c2.kv32d", P + "t64x32.w4.s2", 64, 32, false, true)}},
       {"Q64K32", 64, 32, 0.097, MaskKind::kBandRandom,
-       {C("q64d.kv64p2.wg", W + "t64x64.w8.s2", 64, 64, true, true), C("q64d.kv128p4.wg", W + "t64x128.w8.s2", 64, 128, true, true), C("q128c2.kv128p4.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q64d.kv32d", P + "t64x32.w4.s2", 64, 32, false, false), C("q64d.kv64p2", P + "t64x64.w4.s2", 64, 64, true, true),
+       {C("q64d.kv64p2.wg", W + "t64x64.w8.s2", 64, 64, true, true), C("q64d.kv128p4.wg", W + "t64x128.w8.s2", 64, 128, true, true), C("q64d.kv128p4.wg.s1", W + "t64x128.w8.s1", 64, 128, true, true), C("q128c2.kv128p4.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q64d.kv32d", P + "t64x32.w4.s2", 64, 32, false, false), C("q64d.kv64p2", P + "t64x64.w4.s2", 64, 64, true, true),
         C("q64d.kv64p2.s3", P + "t64x64.w4.s3", 64, 64, true, true), C("q64d.kv128p4", P + "t64x128.w4.s1", 64, 128, true, true),
         C("q32r2.kv64p2", P + "t32x64.w4.s2", 32, 64, true, true), C("q32r2.kv128p4", P + "t32x128.w8.s1", 32, 128, true, true)}},
       {"Q64K64-HD", 64, 64, 0.050, MaskKind::kBandRandom,
-       {C("q64d.kv64d.wg", W + "t64x64.w8.s2", 64, 64, false, false), C("q64d.kv128p2.wg", W + "t64x128.w8.s2", 64, 128, true, true), C("q128c2.kv64d.wg", W + "t128x64.w12.s2", 128, 64, false, true), C("q128c2.kv64d.wg.s4", W + "t128x64.w12.s4", 128, 64, false, true), C("q128c2.kv128p2.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q64d.kv64d", P + "t64x64.w4.s2", 64, 64, false, false), C("q64d.kv64d.s3", P + "t64x64.w4.s3", 64, 64, false, false),
+       {C("q64d.kv64d.wg", W + "t64x64.w8.s2", 64, 64, false, false), C("q64d.kv128p2.wg", W + "t64x128.w8.s2", 64, 128, true, true), C("q64d.kv128p2.wg.s1", W + "t64x128.w8.s1", 64, 128, true, true), C("q128c2.kv64d.wg", W + "t128x64.w12.s2", 128, 64, false, true), C("q128c2.kv64d.wg.s4", W + "t128x64.w12.s4", 128, 64, false, true), C("q128c2.kv128p2.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q64d.kv64d", P + "t64x64.w4.s2", 64, 64, false, false), C("q64d.kv64d.s3", P + "t64x64.w4.s3", 64, 64, false, false),
         C("q64d.kv128p2", P + "t64x128.w4.s1", 64, 128, true, true), C("q32r2.kv64d", P + "t32x64.w4.s2", 32, 64, false, false),
         C("q128c2.kv64d", P + "t128x64.w4.s2", 128, 64, false, true), C("q128c2.kv64d.w8", P + "t128x64.w8.s2", 128, 64, false, true)}},
       {"Q64K64", 64, 64, 0.097, MaskKind::kBandRandom,
-       {C("q64d.kv64d.wg", W + "t64x64.w8.s2", 64, 64, false, false), C("q64d.kv128p2.wg", W + "t64x128.w8.s2", 64, 128, true, true), C("q128c2.kv64d.wg", W + "t128x64.w12.s2", 128, 64, false, true), C("q128c2.kv64d.wg.s4", W + "t128x64.w12.s4", 128, 64, false, true), C("q128c2.kv128p2.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q64d.kv64d", P + "t64x64.w4.s2", 64, 64, false, false), C("q64d.kv64d.s3", P + "t64x64.w4.s3", 64, 64, false, false),
+       {C("q64d.kv64d.wg", W + "t64x64.w8.s2", 64, 64, false, false), C("q64d.kv128p2.wg", W + "t64x128.w8.s2", 64, 128, true, true), C("q64d.kv128p2.wg.s1", W + "t64x128.w8.s1", 64, 128, true, true), C("q128c2.kv64d.wg", W + "t128x64.w12.s2", 128, 64, false, true), C("q128c2.kv64d.wg.s4", W + "t128x64.w12.s4", 128, 64, false, true), C("q128c2.kv128p2.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q64d.kv64d", P + "t64x64.w4.s2", 64, 64, false, false), C("q64d.kv64d.s3", P + "t64x64.w4.s3", 64, 64, false, false),
         C("q64d.kv128p2", P + "t64x128.w4.s1", 64, 128, true, true), C("q32r2.kv64d", P + "t32x64.w4.s2", 32, 64, false, false),
         C("q128c2.kv64d", P + "t128x64.w4.s2", 128, 64, false, true), C("q128c2.kv64d.w8", P + "t128x64.w8.s2", 128, 64, false, true)}},
       {"Q64K64-DD", 64, 64, 0.189, MaskKind::kBandRandom,
-       {C("q64d.kv64d.wg", W + "t64x64.w8.s2", 64, 64, false, false), C("q64d.kv128p2.wg", W + "t64x128.w8.s2", 64, 128, true, true), C("q128c2.kv64d.wg", W + "t128x64.w12.s2", 128, 64, false, true), C("q128c2.kv64d.wg.s4", W + "t128x64.w12.s4", 128, 64, false, true), C("q128c2.kv128p2.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q64d.kv64d", P + "t64x64.w4.s2", 64, 64, false, false), C("q64d.kv64d.s3", P + "t64x64.w4.s3", 64, 64, false, false),
+       {C("q64d.kv64d.wg", W + "t64x64.w8.s2", 64, 64, false, false), C("q64d.kv128p2.wg", W + "t64x128.w8.s2", 64, 128, true, true), C("q64d.kv128p2.wg.s1", W + "t64x128.w8.s1", 64, 128, true, true), C("q128c2.kv64d.wg", W + "t128x64.w12.s2", 128, 64, false, true), C("q128c2.kv64d.wg.s4", W + "t128x64.w12.s4", 128, 64, false, true), C("q128c2.kv128p2.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q64d.kv64d", P + "t64x64.w4.s2", 64, 64, false, false), C("q64d.kv64d.s3", P + "t64x64.w4.s3", 64, 64, false, false),
         C("q64d.kv128p2", P + "t64x128.w4.s1", 64, 128, true, true), C("q32r2.kv64d", P + "t32x64.w4.s2", 32, 64, false, false),
         C("q128c2.kv64d", P + "t128x64.w4.s2", 128, 64, false, true), C("q128c2.kv64d.w8", P + "t128x64.w8.s2", 128, 64, false, true)}},
       {"Q128K64", 128, 64, 0.097, MaskKind::kBandRandom,
@@ -113,7 +116,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Family> wan_fams = {
       {"Wan720p-Q64K64", 64, 64, 0.100, MaskKind::kBandRandom,
-       {C("q64d.kv64d.wg", W + "t64x64.w8.s2", 64, 64, false, false), C("q64d.kv128p2.wg", W + "t64x128.w8.s2", 64, 128, true, true), C("q128c2.kv64d.wg", W + "t128x64.w12.s2", 128, 64, false, true), C("q128c2.kv64d.wg.s4", W + "t128x64.w12.s4", 128, 64, false, true), C("q128c2.kv128p2.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q64d.kv64d", P + "t64x64.w4.s2", 64, 64, false, false), C("q64d.kv64d.s3", P + "t64x64.w4.s3", 64, 64, false, false),
+       {C("q64d.kv64d.wg", W + "t64x64.w8.s2", 64, 64, false, false), C("q64d.kv128p2.wg", W + "t64x128.w8.s2", 64, 128, true, true), C("q64d.kv128p2.wg.s1", W + "t64x128.w8.s1", 64, 128, true, true), C("q128c2.kv64d.wg", W + "t128x64.w12.s2", 128, 64, false, true), C("q128c2.kv64d.wg.s4", W + "t128x64.w12.s4", 128, 64, false, true), C("q128c2.kv128p2.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q64d.kv64d", P + "t64x64.w4.s2", 64, 64, false, false), C("q64d.kv64d.s3", P + "t64x64.w4.s3", 64, 64, false, false),
         C("q32r2.kv64d", P + "t32x64.w4.s2", 32, 64, false, false), C("q128c2.kv64d", P + "t128x64.w4.s2", 128, 64, false, true)}}};
 
   struct Geo { std::string name; int b, n, h, d; std::vector<Family>* fams; };
@@ -164,6 +167,7 @@ int main(int argc, char** argv) {
       for (std::size_t ci = 0; ci < f.cands.size() + 1; ++ci) {
         // last pass: rerun the best candidate once to leave its O in `o`
         const Candidate& c = f.cands[ci < f.cands.size() ? ci : best_i];
+        if (ci < f.cands.size() && !std::regex_search(c.entry, entries)) continue;
         if (!kernels::find_compiled_entry(c.entry)) { fj["candidates"].push_back({{"plan", c.label}, {"entry", c.entry}, {"error", "not compiled"}}); continue; }
         MappingSpec spec{c.tq, c.tkv, c.packed, c.membership, 1};
         const HostPlan hp = build_plan(m, g.n, g.n, f.bq, f.bkv, spec);

@@ -7,12 +7,13 @@
 #include <map>
 #include <set>
 
+#include "core/profile_record_check.hpp"  // kWholeRequestSuffix
 #include "tessera/error.hpp"
 #include "tessera_corpus/mask_file.hpp"
 
 namespace tessera::corpus {
 
-ProfileRecord case_record_fields(const CaseMeta& m, const std::string& arch) {
+ProfileRecord case_record_fields(const CaseMeta& m, const std::string& arch, bool whole_request) {
   if (m.family.empty() || m.source_id.empty())
     throw Error(ErrorCode::kInvalidArgument, "case", "family and source_id must not be empty");
   if (m.family.find('/') != std::string::npos)  // the case id's family is everything before the first '/'
@@ -21,7 +22,7 @@ ProfileRecord case_record_fields(const CaseMeta& m, const std::string& arch) {
     throw Error(ErrorCode::kInvalidArgument, "case",
                 fmt::format("split '{}' is not 'profiling' or 'evaluation'", m.split));
   ProfileRecord r;
-  r.case_id = fmt::format("{}/{}/{}", m.family, m.source_id, m.index);
+  r.case_id = fmt::format("{}/{}/{}{}", m.family, m.source_id, m.index, whole_request ? std::string(kWholeRequestSuffix) : std::string());
   r.source = m.source_id;
   r.request = fmt::format("{}#{}", m.source_id, m.chunk);
   r.split = m.split == "profiling" ? "profile" : "eval";

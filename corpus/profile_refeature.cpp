@@ -45,7 +45,8 @@ int refeature_records(std::vector<ProfileRecord>& records, const std::vector<Fea
       Job& job = jobs[j];
       try {
         const ProfileCaseId cid = parse_profile_case_id(job.id);
-        const Case c = make_case(cid.family, cid.index, opt);
+        const Case c = cid.whole_request ? make_whole_request(cid.family, cid.index, opt)
+                                         : make_case(cid.family, cid.index, opt);
         if (c.meta.source_id != cid.source)
           throw Error(ErrorCode::kFormatError, "records",
                       fmt::format("case '{}': the corpus case {} of family {} comes from source '{}'", job.id,

@@ -52,10 +52,13 @@ def read_deps(path):
     return deps
 
 
-def repack(src: str, out_dir: str, deps: set) -> str:
+def repack(src: str, out_dir: str, deps: set, keep_fn=None, tool: str = "repack_flashinfer") -> str:
+    """Writes OUT_DIR/<input name>: the files of `src` for which keep_fn(name, deps) (default: keep) is true, with a
+    fresh RECORD. Other trimmed wheels (scripts/repack_diffusers.py) pass their own keep_fn."""
+    keep_fn = keep if keep_fn is None else keep_fn
     dst = os.path.join(out_dir, os.path.basename(src))
     if os.path.abspath(dst) == os.path.abspath(src):
-        raise SystemExit("repack_flashinfer: OUT_DIR must differ from the input's directory")
+        raise SystemExit(f"{tool}: OUT_DIR must differ from the input's directory")
     zin = zipfile.ZipFile(src)
     dist_info = next(n.split("/")[0] for n in zin.namelist() if n.endswith(".dist-info/RECORD"))
     record_name = f"{dist_info}/RECORD"
@@ -64,7 +67,7 @@ def repack(src: str, out_dir: str, deps: set) -> str:
         for info in zin.infolist():
             if info.filename == record_name or info.is_dir():
                 continue
-            if not keep(info.filename, deps):
+            if not keep_fn(info.filename, deps):
                 dropped += 1
                 dropped_bytes += info.file_size
                 continue
@@ -79,7 +82,7 @@ def repack(src: str, out_dir: str, deps: set) -> str:
         rows.append(f"{record_name},,")
         zout.writestr(record_name, "\n".join(rows) + "\n")
     os.replace(dst + ".tmp", dst)
-    print(f"repack_flashinfer: kept {kept} files, dropped {dropped} ({dropped_bytes / 2**20:.1f} MiB raw); "
+    print(f"{tool}: kept {kept} files, dropped {dropped} ({dropped_bytes / 2**20:.1f} MiB raw); "
           f"{os.path.getsize(src) / 2**20:.1f} -> {os.path.getsize(dst) / 2**20:.1f} MiB: {dst}")
     return dst
 

@@ -9,11 +9,13 @@
 #include <cstdio>
 #include <algorithm>
 #include <map>
+#include <regex>
 #include <set>
 
 #include "commands.hpp"
 #include "families_option.hpp"
 #include "core/profile_file.hpp"
+#include "core/profile_record_check.hpp"
 #include "core/table_compiler.hpp"
 #include "cuda/check.cuh"
 #include "gpu_case.hpp"
@@ -38,6 +40,8 @@ struct ProfileArgs {
   std::vector<std::string> masks;  ///< the user's mask files or directories (--masks) instead of corpus cases
   std::vector<std::string> splits{"profiling", "evaluation"};
   int cases_per_split = 4;
+  bool whole_requests = false;  ///< profile each chosen case's whole request (all heads of the layer) instead
+  std::string plans;  ///< --plans: profile only plan ids matching this regex (ECMAScript), besides default and Direct
   int reps = 3;
   bool list_only = false;
   double max_error = 1e-2;
@@ -49,6 +53,12 @@ bool profiled_candidate(const std::string& id) {
 }
 
 void run_profile(const ProfileArgs& a) {
+  std::regex plan_filter;
+  try {
+    plan_filter = std::regex(a.plans.empty() ? std::string(".") : a.plans);
+  } catch (const std::regex_error& e) {
+    throw Error(ErrorCode::kInvalidArgument, "--plans", fmt::format("'{}' is not a regular expression: {}", a.plans, e.what()));
+  }
   std::set<std::string> seen_splits;
   for (const std::string& sp : a.splits) {
     if (sp != "profiling" && sp != "evaluation")
@@ -83,7 +93,8 @@ void run_profile(const ProfileArgs& a) {
                      fam, chosen.size(), split, a.cases_per_split, chosen.size());
         for (const int i : chosen) {
           const corpus::CaseOrigin o = corpus::case_origin(fam, i, opt);
-          const std::string id = fmt::format("{}/{}/{}", fam, o.source_id, i);
+          const std::string id = fmt::format("{}/{}/{}{}", fam, o.source_id, i,
+                                             a.whole_requests ? std::string(kWholeRequestSuffix) : std::string());
           items.push_back({fam, i, "", id, fmt::format("{} {} chunk {}", id, o.split, o.chunk)});
         }
       }
@@ -107,13 +118,15 @@ void run_profile(const ProfileArgs& a) {
   for (std::size_t n = 0; n < items.size(); ++n) {
     const std::string& case_id = items[n].case_id;
     if (done.count(case_id)) continue;
-    const corpus::Case c = items[n].path.empty() ? corpus::make_case(items[n].family, items[n].index, opt)
-                                                 : corpus::read_mask_file(items[n].path);
+    const corpus::Case c = !items[n].path.empty() ? corpus::read_mask_file(items[n].path)
+                           : a.whole_requests     ? corpus::make_whole_request(items[n].family, items[n].index, opt)
+                                                  : corpus::make_case(items[n].family, items[n].index, opt);
     GpuCase g = make_gpu_case(c, a.seed + n, stream);
     rt.run(g.request, stream);  // default plan: mu(M) statistics and the default/direct ids
     const DispatchInfo base = rt.last_dispatch();
     const std::string direct = rt.direct_plan(g.request);
-    ProfileRecord rec = corpus::case_record_fields(c.meta, rt.arch());  // case id, source, request, split, key
+    // Case id, source, request, split, key. A whole request keeps its case's request: folds keep the two together.
+    ProfileRecord rec = corpus::case_record_fields(c.meta, rt.arch(), a.whole_requests && items[n].path.empty());
     rec.features = corpus::case_features(c, base.stats);  // the same as `tessera profile-refeature` derives
     // Reference once per case.
     DeviceTensor ref = make_device_tensor(DType::kFloat32, {1, c.meta.n_q, c.mask.heads, 128});
@@ -126,6 +139,8 @@ void run_profile(const ProfileArgs& a) {
     std::vector<ProfileRecord> records;  // written together once the case is done
     for (const std::string& id : rt.eligible_plans(g.request)) {
       if (!profiled_candidate(id)) continue;
+      // The default and Direct plans are always timed: the table compiler's base plan and speedup need them.
+      if (id != base.plan_id && id != direct && !std::regex_search(id, plan_filter)) continue;
       rec.plan = id;
       // The default plan is often the Direct plan itself: then the record carries both roles.
       rec.role = id == base.plan_id ? (id == direct ? "default,direct" : "default") : (id == direct ? "direct" : "");
@@ -162,6 +177,13 @@ void add_profile_command(CLI::App& app) {
                   "instead of corpus cases")
       ->excludes(families)
       ->excludes(per_split);
+  auto* whole = cmd->add_flag("--whole-requests", a->whole_requests,
+                              "Profile each chosen case's whole request: every head of the model's layer (docs/corpus.md), "
+                              "case id '<family>/<source>/<index>/whole'");
+  whole->excludes("--masks");
+  cmd->add_option("--plans", a->plans,
+                  "Profile only the eligible plans whose id matches this regular expression (e.g. '\\.wgmma\\.'), "
+                  "besides each case's default and Direct plans");
   cmd->add_option("--reps", a->reps, "Timed repetitions per plan (median)")->check(CLI::Range(1, 1000));
   cmd->add_flag("--list", a->list_only, "Print the chosen cases (family/source/index, split, chunk) and exit; no GPU needed");
   cmd->callback([a] { run_profile(*a); });

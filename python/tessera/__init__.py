@@ -6,6 +6,8 @@ Main entry points (see docs/python.md):
 - :func:`explain` -- the plan and regime Tessera chooses for a request, with the mask statistics.
 - :func:`from_flex_block_mask`, :func:`from_flashinfer_bsr` -- mask converters from FlexAttention and FlashInfer.
 - :func:`load_plan_table` -- select plans with a user-built plan table instead of the embedded one.
+- :mod:`tessera.attn_processor` -- `TesseraAttnProcessor`, a diffusers attention processor for Wan-style DiT
+  self-attention with a mask computed per call (imported on demand; needs torch).
 - :mod:`tessera.distributed` -- :func:`~tessera.distributed.ulysses_attention`, sequence-parallel attention over
   torch.distributed (imported on first use: it needs torch).
 

@@ -29,7 +29,8 @@ def _request(seed=3):
 def _record(case, plan, latency, split="profile", role=None):
     r = {"case": case, "source": case.split("/")[1], "split": split, "key": KEY,
          "features": {"batch_heads": 2, "seq_len": 256, "density": 0.5, "run_coverage": 0.5, "mean_run_length": 2,
-                      "mean_row_active": 2, "row_imbalance": 1.5},
+                      "mean_row_active": 2, "row_imbalance": 1.5,
+                      "grid_rows": 256, "active_blocks": 1024},
          "plan": plan, "latency_us": latency, "valid": True}
     if role:
         r["role"] = role

@@ -58,6 +58,8 @@ std::string_view feature_name(Feature f) noexcept {
     case Feature::kMeanRunLength: return "mean_run_length";
     case Feature::kMeanRowActive: return "mean_row_active";
     case Feature::kRowImbalance: return "row_imbalance";
+    case Feature::kGridRows: return "grid_rows";
+    case Feature::kActiveBlocks: return "active_blocks";
     case Feature::kCount: break;
   }
   return "?";
@@ -79,6 +81,9 @@ FeatureVector make_features(long long batch, long long heads_q, long long n_q, c
   v[static_cast<int>(Feature::kMeanRunLength)] = stats.mean_run_length;
   v[static_cast<int>(Feature::kMeanRowActive)] = stats.mean_row_active;
   v[static_cast<int>(Feature::kRowImbalance)] = stats.row_imbalance;
+  const double rows = static_cast<double>(batch * heads_q) * static_cast<double>(stats.shape.n_qb);
+  v[static_cast<int>(Feature::kGridRows)] = rows;
+  v[static_cast<int>(Feature::kActiveBlocks)] = rows * stats.mean_row_active;
   return v;
 }
 
@@ -91,6 +96,9 @@ FeatureSchema FeatureSchema::default_schema() {
   s.edges[static_cast<int>(Feature::kMeanRunLength)] = {1.25, 1.5, 2, 3, 4, 6, 8, 16};
   s.edges[static_cast<int>(Feature::kMeanRowActive)] = {2, 4, 8, 16, 32, 64, 128, 256};
   s.edges[static_cast<int>(Feature::kRowImbalance)] = {1.01, 1.1, 1.5, 2, 4, 8, 16};
+  // Multiples of the H200's 132 SMs (2 to 512 rows per SM), then of a million blocks (log-spaced).
+  s.edges[static_cast<int>(Feature::kGridRows)] = {264, 528, 1056, 2112, 4224, 8448, 16896, 33792, 67584};
+  s.edges[static_cast<int>(Feature::kActiveBlocks)] = {1e4, 3e4, 1e5, 3e5, 1e6, 3e6, 1e7, 3e7};
   return s;
 }
 

@@ -44,12 +44,14 @@ enum class Feature : int {
   kMeanRunLength,    ///< active blocks / runs, blocks
   kMeanRowActive,    ///< mean active kv blocks per mask row, blocks
   kRowImbalance,     ///< max active kv blocks of one mask row / mean_row_active, >= 1 (0 for an empty mask)
+  kGridRows,         ///< B * H_q * n_qb: query-block rows over all query heads (the size of a Direct grid), count
+  kActiveBlocks,     ///< B * H_q * n_qb * mean_row_active: active (head, q block, kv block) triples, count
   kCount
 };
 inline constexpr int kFeatureCount = static_cast<int>(Feature::kCount);
 
 /// Stable feature names used in the artifact: "batch_heads", "seq_len", "density", "run_coverage",
-/// "mean_run_length", "mean_row_active", "row_imbalance".
+/// "mean_run_length", "mean_row_active", "row_imbalance", "grid_rows", "active_blocks".
 std::string_view feature_name(Feature f) noexcept;
 /// Inverse of feature_name(); throws Error(kFormatError, "feature", ...) for an unknown name.
 Feature feature_from_name(std::string_view name);
@@ -57,7 +59,9 @@ Feature feature_from_name(std::string_view name);
 /// Raw feature values of one request, indexed by Feature.
 using FeatureVector = std::array<double, kFeatureCount>;
 
-/// Collects u(R) and s(M) for a request of `batch` x `heads_q` query heads and `n_q` query tokens.
+/// Collects u(R) and s(M) for a request of `batch` x `heads_q` query heads and `n_q` query tokens. The request-size
+/// features count every query head, also where the mask is shared by heads (stats.shape.heads < heads_q): the work
+/// is per query head. n_qb is stats.shape.n_qb.
 FeatureVector make_features(long long batch, long long heads_q, long long n_q, const MaskStats& stats);
 
 /// Bucket edges per feature: bucket(v) = number of edges <= v (so k edges give k + 1 buckets).

@@ -12,8 +12,9 @@
 namespace tessera {
 
 /// Version of the artifact format this build reads and writes. Bump on any incompatible change. Version 2 added the
-/// feature row_imbalance (a version-1 table is rejected by its format_version, before its feature schema is read).
-inline constexpr int kPlanTableFormatVersion = 2;
+/// feature row_imbalance (a version-1 table is rejected by its format_version, before its feature schema is read);
+/// version 3 the request-size features grid_rows and active_blocks (issue 19: tables profiled at whole-layer sizes).
+inline constexpr int kPlanTableFormatVersion = 3;
 
 /// One node of a regime tree. Internal: feature >= 0, cases with bucket(feature) <= threshold go left.
 /// Leaf: feature == -1 and `leaf` indexes RegimeTree::rankings.

@@ -14,13 +14,18 @@
 namespace tessera {
 
 ProfileCaseId parse_profile_case_id(std::string_view id) {
+  const std::string_view full = id;
   auto bad = [&](const std::string& why) {
-    throw Error(ErrorCode::kFormatError, "case", fmt::format("case id '{}' {}", id, why));
+    throw Error(ErrorCode::kFormatError, "case", fmt::format("case id '{}' {}", full, why));
   };
+  ProfileCaseId c;
+  if (id.size() > kWholeRequestSuffix.size() && id.substr(id.size() - kWholeRequestSuffix.size()) == kWholeRequestSuffix) {
+    c.whole_request = true;
+    id = id.substr(0, id.size() - kWholeRequestSuffix.size());
+  }
   const std::size_t a = id.find('/'), b = id.rfind('/');
   if (a == std::string_view::npos || a == b || a == 0 || b == a + 1 || b + 1 == id.size())
-    bad("is not \"<family>/<source>/<index>\" (as `tessera profile` writes it)");
-  ProfileCaseId c;
+    bad("is not \"<family>/<source>/<index>\" or \"<family>/<source>/<index>/whole\" (as `tessera profile` writes it)");
   c.family = std::string(id.substr(0, a));
   c.source = std::string(id.substr(a + 1, b - a - 1));
   const std::string_view index = id.substr(b + 1);

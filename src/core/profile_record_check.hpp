@@ -14,10 +14,17 @@ struct ProfileCaseId {
   std::string family;
   std::string source;  ///< may itself contain '/': everything between the first and the last '/'
   int index = 0;
+  /// The id ends in "/whole": the whole request of case `index` (every head of the model's layer; corpus
+  /// make_whole_request), not the stored case.
+  bool whole_request = false;
 };
 
-/// Parses "<family>/<source>/<index>": family and source non-empty, index in canonical decimal (digits only, no sign,
-/// no leading zeros, fits an int), so "STA-real/x/021" is rejected. Throws Error(kFormatError, "case", message naming
+/// The suffix of a whole request's case id: "<family>/<source>/<index>/whole".
+inline constexpr std::string_view kWholeRequestSuffix = "/whole";
+
+/// Parses "<family>/<source>/<index>" or "<family>/<source>/<index>/whole" (the whole request of that case): family
+/// and source non-empty, index in canonical decimal (digits only, no sign, no leading zeros, fits an int), so
+/// "STA-real/x/021" is rejected. Throws Error(kFormatError, "case", message naming
 /// the id), e.g. "case id 'STA-real/x/021': index '021' is not a canonical decimal integer (no sign, no leading
 /// zeros, at most 2147483647)".
 ProfileCaseId parse_profile_case_id(std::string_view id);

@@ -139,11 +139,12 @@ TEST(PlanTableArtifact, RejectsCorruptOrMismatchedArtifacts) {
 
   expect_format_error("{not json", "not valid JSON");
   expect_format_error("{\"format\":\"x\"}", "not a tessera plan table");
-  // Version 1 (six features, before row_imbalance) and a future version are both refused by their version.
-  for (const char* other : {"1", "3"}) {
+  // Versions 1 (six features, before row_imbalance) and 2 (seven, before grid_rows and active_blocks) and a future
+  // version are all refused by their version.
+  for (const char* other : {"1", "2", "4"}) {
     std::string v = good;
-    v.replace(v.find("\"format_version\": 2"), 19, std::string("\"format_version\": ") + other);
-    expect_format_error(v, std::string("format_version ") + other + " is not the supported version 2");
+    v.replace(v.find("\"format_version\": 3"), 19, std::string("\"format_version\": ") + other);
+    expect_format_error(v, std::string("format_version ") + other + " is not the supported version 3");
   }
   expect_format_error(good, "does not match this build's catalog", "cat-2");
   std::string bad_rank = good;

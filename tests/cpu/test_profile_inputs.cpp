@@ -45,6 +45,11 @@ TEST(ProfileInputs, RecordFieldsOfACase) {
   EXPECT_EQ(r.key, "sm90a.bf16.d128.q64.kv64");
   const ProfileCaseId id = parse_profile_case_id(r.case_id);  // what compile-table accepts
   EXPECT_EQ(id.source, r.source);
+  EXPECT_FALSE(id.whole_request);
+  const ProfileRecord w = case_record_fields(c.meta, "sm90a", /*whole_request=*/true);
+  EXPECT_EQ(w.case_id, r.case_id + "/whole");
+  EXPECT_EQ(w.request, r.request);  // the whole request and its case share a cross-validation fold
+  EXPECT_TRUE(parse_profile_case_id(w.case_id).whole_request);
   CaseMeta bad = c.meta;
   bad.family = "my/family";
   EXPECT_THROW(case_record_fields(bad, "sm90a"), Error);

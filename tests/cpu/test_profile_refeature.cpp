@@ -55,8 +55,31 @@ TEST(ProfileRefeature, ParsesCaseIds) {
   EXPECT_EQ(c.index, 17);
   for (const char* bad : {"", "Q64K64", "Q64K64/17", "/src/1", "F//1", "F/src/"})
     expect_error([&] { parse_profile_case_id(bad); }, {"case", "<family>/<source>/<index>"});
-  for (const char* bad : {"F/src/x", "F/src/-1", "F/src/1x", "F/src/021", "F/src/+1"})
+  for (const char* bad : {"F/src/x", "F/src/-1", "F/src/1x", "F/src/021", "F/src/+1", "F/src/1/wholex"})
     expect_error([&] { parse_profile_case_id(bad); }, {"case", "canonical decimal"});
+  EXPECT_FALSE(c.whole_request);
+  // A whole request: the case's id with "/whole" appended; the rest parses as for the case.
+  const ProfileCaseId w = parse_profile_case_id("Q64K64/q64-vsa-wan720/17/whole");
+  EXPECT_TRUE(w.whole_request);
+  EXPECT_EQ(w.family, "Q64K64");
+  EXPECT_EQ(w.source, "q64-vsa-wan720");
+  EXPECT_EQ(w.index, 17);
+  for (const char* bad : {"/whole", "F/whole", "F/src/whole", "F//1/whole"})
+    expect_error([&] { parse_profile_case_id(bad); }, {"case", bad});
+}
+
+// The request-size features count every query head: rows = B * H_q * n_qb, active = rows * mean_row_active, also
+// for a mask shared by all heads (shape.heads = 1 < H_q).
+TEST(ProfileRefeature, RequestSizeFeatures) {
+  MaskStats s;
+  s.shape = MaskShape{2, 1, 30, 40};
+  s.mean_row_active = 4.5;
+  const FeatureVector f = make_features(2, 12, 30 * 64, s);
+  EXPECT_EQ(f[static_cast<int>(Feature::kBatchHeads)], 24.0);
+  EXPECT_EQ(f[static_cast<int>(Feature::kGridRows)], 24.0 * 30);
+  EXPECT_EQ(f[static_cast<int>(Feature::kActiveBlocks)], 24.0 * 30 * 4.5);
+  EXPECT_EQ(feature_from_name("grid_rows"), Feature::kGridRows);
+  EXPECT_EQ(feature_from_name("active_blocks"), Feature::kActiveBlocks);
 }
 
 // The features of a case come from its mask: checked against counts taken directly from the packed mask.
@@ -110,6 +133,21 @@ TEST(ProfileRefeature, RoundTripFromAnOlderSchema) {
     EXPECT_EQ(records[i].plan, truth[i].plan);
     EXPECT_EQ(profile_record_from_json(profile_record_to_json(records[i])).features, truth[i].features);
   }
+}
+
+// A whole request's record ("<case id>/whole") is re-featured from the whole request (every head of the layer), not
+// from the stored case: its batch_heads is the model's head count.
+TEST(ProfileRefeature, WholeRequestsAreRegeneratedWhole) {
+  const CorpusOptions opt = small_corpus();
+  const std::string id = case_id("Q64K64", 0, opt) + "/whole";
+  const Case whole = make_whole_request("Q64K64", 0, opt);
+  const Case stored = make_case("Q64K64", 0, opt);
+  ASSERT_GT(whole.mask.heads, stored.mask.heads);
+  std::vector<ProfileRecord> recs{record_of(id, FeatureVector{}, "p0")};
+  FeaturePresence none{};
+  EXPECT_EQ(refeature_records(recs, {none}, opt, 1), 1);
+  EXPECT_EQ(recs[0].features, case_features(whole, case_mask_stats(whole)));
+  EXPECT_EQ(recs[0].features[static_cast<int>(Feature::kBatchHeads)], static_cast<double>(whole.mask.heads));
 }
 
 TEST(ProfileRefeature, RejectsRecordsThatDoNotMatchTheCorpus) {

@@ -42,7 +42,8 @@ def record(key, plan, latency=10.0, valid=True, split="profile", role=None, case
         source = case.split("/")[1] if case.count("/") >= 2 else "s0"
     r = {"case": case, "source": source, "split": split, "key": key,
          "features": {"batch_heads": 2, "seq_len": 1024, "density": 0.1, "run_coverage": 0.5,
-                      "mean_run_length": 2, "mean_row_active": 4, "row_imbalance": 1.5},
+                      "mean_run_length": 2, "mean_row_active": 4, "row_imbalance": 1.5,
+                      "grid_rows": 256, "active_blocks": 1024},
          "plan": plan, "latency_us": latency, "valid": valid}
     if role:
         r["role"] = role
@@ -186,7 +187,8 @@ def profile_refeature(tessera, work):
     check(rc == 0 and "1 records of 1 cases" in so, "profile-refeature of a record with no features", so + se)
     new = json.loads(open(out).read()) if rc == 0 else {"features": {}}
     check(new["features"].get("mean_row_active", 0) > 0 and new["features"].get("density", 0) > 0
-          and new["features"].get("row_imbalance", 0) >= 1,
+          and new["features"].get("row_imbalance", 0) >= 1 and new["features"].get("grid_rows", 0) >= 1
+          and new["features"].get("active_blocks", 0) >= new["features"].get("grid_rows", 0),
           "profile-refeature fills every feature", str(new))
     rc, so, se = run(tessera, "compile-table", "--in", out, "--out", os.path.join(work, "rt.json"), "--min-leaf", "1")
     check(rc == 0, "compile-table reads re-featured records", so + se)
@@ -317,6 +319,15 @@ def profile_masks(tessera, work):
     check(100 <= rc <= 115 and "excludes" in (so + se), "profile --masks excludes --families", so + se)
     rc, so, se = run(tessera, "profile", "--list", "--masks", fam_dir, "--cases-per-split", "2")
     check(100 <= rc <= 115 and "excludes" in (so + se), "profile --masks excludes --cases-per-split", so + se)
+    rc, so, se = run(tessera, "profile", "--list", "--families", "Q64K64", "--plans", "(wgmma")
+    check(rc == 2 and "--plans" in se and "regular expression" in se, "profile --plans: a bad regex is named", so + se)
+    rc, so, se = run(tessera, "profile", "--list", "--masks", fam_dir, "--whole-requests")
+    check(100 <= rc <= 115 and "excludes" in (so + se), "profile --masks excludes --whole-requests", so + se)
+    rc, so, se = run(tessera, "profile", "--list", "--families", "Q64K64", "--cases-per-split", "2", "--whole-requests")
+    rc0, so0, _ = run(tessera, "profile", "--list", "--families", "Q64K64", "--cases-per-split", "2")
+    whole_ids, case_ids = [l.split()[0] for l in so.splitlines()], [l.split()[0] for l in so0.splitlines()]
+    check(rc == 0 and rc0 == 0 and len(whole_ids) == 4 and whole_ids == [c + "/whole" for c in case_ids],
+          "profile --whole-requests --list: the same cases, ids ending in /whole", so + se)
     rc, so, se = run(tessera, "profile", "--list", "--masks", fam_dir, "--splits", "evaluation", "evaluation")
     check(rc == 2 and "--splits" in se, "profile --masks: a repeated --splits", so + se)
     out_dir = os.path.join(work, "profile_out_dir")

@@ -13,11 +13,12 @@
 namespace tessera::corpus {
 
 /// A record carrying the identity fields of case `m` as `tessera profile` writes them (plan, latency, features and
-/// role left empty): case "<family>/<source_id>/<index>", source = source_id, request "<source_id>#<chunk>", split
+/// role left empty): case "<family>/<source_id>/<index>" (with `whole_request`, the whole request of that case:
+/// "<family>/<source_id>/<index>/whole"), source = source_id, request "<source_id>#<chunk>", split
 /// "profile" (corpus split "profiling") or "eval" ("evaluation"), key "<arch>.bf16.d128.q<B_Q>.kv<B_KV>" (the
 /// profiler times head_dim 128, bf16). Throws Error(kInvalidArgument, "case") for a family or source that is empty,
 /// a family containing '/', or a split that is neither corpus split.
-ProfileRecord case_record_fields(const CaseMeta& m, const std::string& arch);
+ProfileRecord case_record_fields(const CaseMeta& m, const std::string& arch, bool whole_request = false);
 
 /// One user mask file to profile.
 struct MaskFileInput {

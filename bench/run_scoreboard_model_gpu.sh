@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One device call for the scoreboard and the model loop together (when the device budget allows one call only):
+# the gpu-preset build (every entry, tests included) with FlashInfer's FA3 JIT in the background, then
+# scripts/gpu_peers.sh within PEERS_SECONDS (options PEERS_ARGS) and scripts/gpu_model.sh within MODEL_SECONDS
+# (options MODEL_ARGS), both reusing the build and the JIT cache. Carry [".deps", ".whl", ".revision"] (~65 MB).
+# Outputs: $OUT/peers, $OUT/model, $OUT/build_logs.tgz.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT/build"
+T0=$(date +%s); stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+. scripts/peer_site.sh
+peer_site scoreboard "$OUT/build/pip.log"
+timeout -k 10 240 python3 bench/model/run.py --flashinfer-jit-only --fi-jit-timeout 230 > "$OUT/build/fi_jit.log" 2>&1 &
+JIT=$!
+OUT="$OUT/build" scripts/gpu_check.sh -j 16 -R '^none$' > "$OUT/build/gpu_check.log" 2>&1
+stamp "build rc=$? ($(grep 'gpu build' "$OUT/build/gpu_check.log"))"
+wait $JIT; stamp "flashinfer jit rc=$? $(grep -o '"s": [0-9.]*' "$OUT/build/fi_jit.log" | tail -1)"
+PEERS_SECONDS="${PEERS_SECONDS:-130}" scripts/gpu_peers.sh ${PEERS_ARGS:---quick --workloads families,sta,wan} \
+  > "$OUT/build/peers_console.log" 2>&1
+stamp "peers rc=$?"; grep -v -i warn "$OUT/build/peers_console.log" | tail -40 | cut -c1-160
+MODEL_SECONDS="${MODEL_SECONDS:-160}" scripts/gpu_model.sh ${MODEL_ARGS:-} > "$OUT/build/model_console.log" 2>&1
+stamp "model rc=$?"; grep -v -i warn "$OUT/build/model_console.log" | tail -30 | cut -c1-160
+tar czf "$OUT/build_logs.tgz" -C "$OUT" build && rm -rf "$OUT/build"

@@ -1,0 +1,139 @@
+"""CPU tests of the model-level loop's pieces (bench/model): the cube token order (numpy), VSA's selection rule and
+pooling against a numpy brute force (torch), the mask statistics and the summary / speedup accounting of run.py."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+from bench.model import run as model_run  # noqa: E402
+from bench.model.vsa import block_token_counts, cube_token_order, n_blocks, topk_count  # noqa: E402
+
+
+def _coords(grid):
+    f, h, w = np.meshgrid(*(np.arange(g) for g in grid), indexing="ij")
+    return np.stack([f.ravel(), h.ravel(), w.ravel()], 1)
+
+
+@pytest.mark.parametrize("grid", [(21, 45, 80), (5, 8, 12), (4, 4, 4), (3, 5, 7), (8, 8, 8)])
+def test_cube_order_is_a_permutation_with_full_cubes_first(grid):
+    perm = cube_token_order(grid)
+    n = int(np.prod(grid))
+    assert perm.dtype == np.int64 and sorted(perm.tolist()) == list(range(n))
+    xyz = _coords(grid)[perm]
+    full = [g // 4 for g in grid]
+    n_full = int(np.prod(full)) * 64
+    # every 64-token block of the first part is exactly one 4x4x4 cube, in cube raster order, raster inside
+    for c in range(n_full // 64):
+        blk = xyz[64 * c:64 * (c + 1)]
+        cube = blk // 4
+        assert (cube == cube[0]).all()
+        assert ((cube[0][0] * full[1] + cube[0][1]) * full[2] + cube[0][2]) == c
+        raster = (blk[:, 0] * grid[1] + blk[:, 1]) * grid[2] + blk[:, 2]
+        assert (np.diff(raster) > 0).all()
+    # then only tokens of partial cubes
+    rest = xyz[n_full:]
+    partial = (rest[:, 0] >= 4 * full[0]) | (rest[:, 1] >= 4 * full[1]) | (rest[:, 2] >= 4 * full[2])
+    assert partial.all() and len(rest) == n - n_full
+
+
+def test_wan720_edge_blocks_are_local_slabs():
+    """21 x 45 x 80: 1,100 cubes, then 25 blocks of 4 x 1 x 16 (the last row of every cube layer), 55 of 1 x 4 x 16
+    (the last frame), one 1 x 1 x 64 corner block and a 16-token tail: 1,182 blocks."""
+    grid = (21, 45, 80)
+    perm = cube_token_order(grid)
+    xyz = _coords(grid)[perm]
+    assert n_blocks(len(perm), 64) == 1182
+    assert block_token_counts(len(perm), 64).tolist() == [64] * 1181 + [16]
+    ext = []
+    for b in range(1100, 1182):
+        blk = xyz[64 * b:64 * (b + 1)]
+        ext.append(tuple(int(x) for x in blk.max(0) - blk.min(0) + 1))
+    assert ext[:25] == [(4, 1, 16)] * 25
+    assert ext[25:80] == [(1, 4, 16)] * 55
+    assert ext[80] == (1, 1, 64) and ext[81] == (1, 1, 16)
+
+
+def test_cube_order_errors():
+    with pytest.raises(ValueError, match="grid"):
+        cube_token_order((4, 4))
+    with pytest.raises(ValueError, match="cube"):
+        cube_token_order((4, 4, 4), (4, 0, 4))
+
+
+def test_topk_count():
+    assert topk_count(1182, 0.1) == 119
+    assert topk_count(8, 0.1) == 1 and topk_count(8, 1.0) == 8 and topk_count(10, 0.3) == 3
+    for bad in (0.0, -0.1, 1.5):
+        with pytest.raises(ValueError, match="density"):
+            topk_count(10, bad)
+
+
+# ------------------------------------------------------------------------------------------------ torch
+def _brute_pool(x, block):
+    b, n, h, d = x.shape
+    out = np.zeros((b, h, n_blocks(n, block), d))
+    for j in range(out.shape[2]):
+        out[:, :, j] = x[:, block * j:block * (j + 1)].mean(1)
+    return out
+
+
+def test_pool_and_topk_against_brute_force():
+    torch = pytest.importorskip("torch")
+    from bench.model.vsa import index_lists_to_dense, pool_blocks, vsa_topk
+
+    rng = np.random.default_rng(5)
+    b, n, h, d = 1, 1000, 3, 64  # 16 blocks of 64, the last 40 tokens
+    q, k = rng.standard_normal((2, b, n, h, d)).astype(np.float32)
+    qt, kt = torch.from_numpy(q), torch.from_numpy(k)
+    assert np.allclose(pool_blocks(qt, 64).numpy(), _brute_pool(q, 64), atol=1e-5)
+    assert np.allclose(pool_blocks(qt.to(torch.bfloat16), 64).numpy(),
+                       _brute_pool(qt.to(torch.bfloat16).float().numpy(), 64), atol=1e-5)
+    counts, idx = vsa_topk(qt, kt, (64, 64), 0.25)
+    assert counts.dtype == torch.int32 and idx.dtype == torch.int32
+    assert idx.shape == (b, h, 16, 4) and (counts == 4).all()
+    scores = np.einsum("bhid,bhjd->bhij", _brute_pool(q, 64), _brute_pool(k, 64))
+    for hh in range(h):
+        for i in range(16):
+            row = idx[0, hh, i].tolist()
+            assert len(set(row)) == 4  # distinct kv blocks, exactly k per row
+            assert set(row) == set(np.argsort(-scores[0, hh, i])[:4].tolist())
+    dense = index_lists_to_dense(idx, 16)
+    assert dense.shape == (b, h, 16, 16) and (dense.sum(-1) == 4).all()
+    # the mask rule on a strided view (FlashInfer's [H, N, D] layout seen as [1, N, H, D]) gives the same lists
+    hnd = qt[0].transpose(0, 1).contiguous()
+    counts2, idx2 = vsa_topk(hnd.transpose(0, 1).unsqueeze(0), kt, (64, 64), 0.25)
+    assert torch.equal(idx, idx2)
+    with pytest.raises(ValueError, match="q, k"):
+        vsa_topk(qt, kt[:, :, :2], (64, 64), 0.25)
+
+
+def test_mask_stats_and_overlap():
+    torch = pytest.importorskip("torch")
+    idx = torch.tensor([[[[0, 1, 2], [5, 1, 7], [4, 3, 9]]]], dtype=torch.int32)  # [1, 1, 3, 3]
+    st = model_run.mask_stats(idx, 10)
+    assert st["k_per_row"] == 3 and st["density"] == pytest.approx(0.3)
+    assert st["runs_per_row"] == pytest.approx((1 + 3 + 2) / 3)
+    assert st["diagonal_inclusion"] == pytest.approx(2 / 3)  # rows 0 and 1 keep their own block
+    assert model_run.overlap(idx, idx) == 1.0
+    other = torch.tensor([[[[0, 1, 3], [5, 6, 8], [2, 3, 9]]]], dtype=torch.int32)
+    assert model_run.overlap(idx, other) == pytest.approx((2 + 1 + 2) / 9)
+
+
+def test_summary_and_speedups():
+    def step(step_ms, att, mask, layout, kern=None):
+        kern = att if kern is None else kern
+        return {"step_ms": step_ms, "attention_ms": att, "kernel_ms": kern, "convert_ms": att - kern,
+                "mask_ms": mask, "layout_ms": layout, "rest_ms": step_ms - att - mask - layout}
+
+    t = model_run.summarize([step(100, 40, 5, 5), step(120, 60, 5, 5)], 50)
+    assert t["step_ms"] == 110 and t["attention_ms"] == 50 and t["sparsifier_ms"] == 10
+    assert t["attention_share"] == pytest.approx(50 / 110) and t["extrapolated_50_steps_s"] == pytest.approx(5.5)
+    d = model_run.summarize([step(200, 150, 0, 0)], 50)
+    sp = model_run.speedups({"tessera": {"summary": t}, "dense": {"summary": d}, "flex": {"error": "x"}})
+    assert set(sp) == {"tessera_vs_dense", "dense_vs_tessera"}
+    assert sp["tessera_vs_dense"]["attention"] == pytest.approx(3.0)
+    assert sp["tessera_vs_dense"]["attention_plus_sparsifier"] == pytest.approx(2.5)
+    assert sp["tessera_vs_dense"]["step"] == pytest.approx(200 / 110, abs=1e-3)
