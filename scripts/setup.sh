@@ -25,9 +25,13 @@ fi
 # Python packages: the corpus tests (reading mask files with safetensors + numpy alone), the Python package
 # (nanobind builds tessera._C, scikit-build-core drives `pip install .`, pytest runs python/tests) and the peer
 # scoreboard's report (matplotlib draws bench/RESULTS.md's charts; tests/python/test_peers.py) and the property-based
-# fuzz test of the CPU path (hypothesis; python/tests/test_fuzz_cpu.py). Entries are pip-name:import-name.
+# fuzz test of the CPU path (hypothesis; python/tests/test_fuzz_cpu.py) and torch, for the torch.distributed tests of
+# tessera.distributed on gloo (python/tests/test_distributed_cpu.py) and the CPU torch tests. Only PyPI is reachable
+# from CI's machines (not the CPU-only wheel index), so this is PyPI's Linux torch wheel with the CUDA libraries it
+# depends on (about 3 GB; measured: see README's CI timing note); the tests use its CPU and gloo paths only.
+# Entries are pip-name:import-name.
 PY_PACKAGES=(numpy:numpy safetensors:safetensors nanobind:nanobind scikit-build-core:scikit_build_core pytest:pytest
-             matplotlib:matplotlib hypothesis:hypothesis)
+             matplotlib:matplotlib hypothesis:hypothesis torch:torch)
 pymissing=()
 for entry in "${PY_PACKAGES[@]}"; do
   python3 -c "import ${entry#*:}" 2>/dev/null || pymissing+=("${entry%%:*}")

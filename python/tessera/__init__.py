@@ -8,6 +8,8 @@ Main entry points (see docs/python.md):
 - :func:`load_plan_table` -- select plans with a user-built plan table instead of the embedded one.
 - :mod:`tessera.attn_processor` -- `TesseraAttnProcessor`, a diffusers attention processor for Wan-style DiT
   self-attention with a mask computed per call (imported on demand; needs torch).
+- :mod:`tessera.distributed` -- :func:`~tessera.distributed.ulysses_attention`, sequence-parallel attention over
+  torch.distributed (imported on first use: it needs torch).
 
 torch is optional: numpy arrays run the CPU plan executor (float64) without it.
 """
@@ -27,3 +29,12 @@ __all__ = [
     "from_flex_block_mask", "load_plan_table", "plan_table", "TesseraError", "TesseraRuntimeError",
     "TesseraUnsupportedError",
 ]
+
+
+def __getattr__(name):
+    """`tessera.distributed` is imported on first access (it imports torch; the rest of the package does not)."""
+    if name == "distributed":
+        import importlib
+
+        return importlib.import_module(".distributed", __name__)
+    raise AttributeError(f"module 'tessera' has no attribute {name!r}")

@@ -6,6 +6,11 @@ import numpy as np
 import pytest
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "multiprocess: spawns torch.distributed (gloo) process groups "
+                                       "(test_distributed_cpu.py; deselect with -m 'not multiprocess')")
+
+
 def reference_attention(q, k, v, dense, bq, bkv, scale=None):
     """E(M) in float64. q [B, N_q, H_q, D], k/v [B, N_kv, H_kv, D], dense [B_m, H_m, n_qb, n_kvb] (broadcast).
     Returns O [B, N_q, H_q, D] and LSE [B, H_q, N_q] (-inf and O = 0 for query tokens with no active block)."""
