@@ -222,5 +222,48 @@ TEST(Catalog, HostTableAndFamilies) {
   EXPECT_FALSE(family_targets(KernelFamily::kWgmma, Arch::kSm89));
 }
 
+// The swapped wgmma entries (T_Q = 16 / 32 x T_KV = 64, src/kernels/wgmma/consumer_swap.cuh) serve the small query
+// blocks on sm90a only, through the ordinary plan ids, eligibility and enumeration: Direct-Q with packed or
+// Coarsened-KV tiles of 64 kv rows, Coarsened-Q (16 -> 32) and Refined-Q (64 -> 16 / 32).
+TEST(Catalog, SwappedWgmmaEntriesServeSmallQueryBlocks) {
+  struct Want { const char* id; int bq, bkv; const char* entry; };
+  for (const Want w : {Want{"sm90a.wgmma.bf16.d128.q16d.kv16p4.g1.tasc.split1.s2.w8", 16, 16, "wgmma.bf16.d128.t16x64.w8.s2"},
+                       Want{"sm90a.wgmma.bf16.d128.q16d.kv16c4.g1.tasc.split1.s2.w8", 16, 16, "wgmma.bf16.d128.t16x64.w8.s2"},
+                       Want{"sm90a.wgmma.bf16.d128.q32d.kv16p4.g1.tasc.split1.s2.w8", 32, 16, "wgmma.bf16.d128.t32x64.w8.s2"},
+                       Want{"sm90a.wgmma.bf16.d128.q32d.kv32p2.g1.tasc.split1.s2.w8", 32, 32, "wgmma.bf16.d128.t32x64.w8.s2"},
+                       Want{"sm90a.wgmma.bf16.d128.q16c2.kv32p2.g1.tasc.split1.s2.w8", 16, 32, "wgmma.bf16.d128.t32x64.w8.s2"},
+                       Want{"sm90a.wgmma.bf16.d128.q64r2.kv64d.g1.tasc.split2.s2.w8", 64, 64, "wgmma.bf16.d128.t32x64.w8.s2"},
+                       Want{"sm90a.wgmma.f16.d128.q32d.kv32p2.g1.tasc.split1.s2.w8", 32, 32, "wgmma.f16.d128.t32x64.w8.s2"},
+                       Want{"sm90a.wgmma.bf16.d64.q32d.kv16p4.g1.tasc.split1.s2.w8", 32, 16, "wgmma.bf16.d64.t32x64.w8.s2"}}) {
+    SCOPED_TRACE(w.id);
+    const Plan p = parse_plan_id(w.id);
+    const CatalogEntry* e = find_plan_entry(p);
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->name, w.entry);
+    EligibilityRequest r = request(w.bq, w.bkv);
+    r.dtype = p.dtype;
+    r.head_dim = p.head_dim;
+    EXPECT_TRUE(eligible(p, *e, r).ok) << eligible(p, *e, r).reason;
+    const std::vector<Plan> all = enumerate_plans(catalog(), r, CandidateOptions{{1, 2}});
+    bool listed = false;
+    for (const Plan& q : all) listed = listed || plan_id(q) == w.id;
+    EXPECT_TRUE(listed) << "enumerate_plans lists it";
+    EXPECT_EQ(entry_architectures(*e), std::vector<Arch>{Arch::kSm90a});
+    Plan p80 = p;
+    p80.arch = Arch::kSm80;
+    r.arch = Arch::kSm80;
+    EXPECT_NE(eligible(p80, *e, r).reason.find("not built for sm80"), std::string::npos);
+  }
+  // Shared memory: three t16x64 CTAs per SM (228 KB, 1 KB reserved each), two t32x64 ones (the kernels'
+  // __launch_bounds__ ask for as many; src/kernels/wgmma/config.cuh).
+  const CatalogEntry* t16 = find_catalog_entry("wgmma.bf16.d128.t16x64.w8.s2");
+  const CatalogEntry* t32 = find_catalog_entry("wgmma.bf16.d128.t32x64.w8.s2");
+  ASSERT_NE(t16, nullptr);
+  ASSERT_NE(t32, nullptr);
+  EXPECT_LE(3 * (t16->smem_bytes + 1024), 228u * 1024);
+  EXPECT_LE(2 * (t32->smem_bytes + 1024), 228u * 1024);
+  EXPECT_GT(3 * (t32->smem_bytes + 1024), 228u * 1024);
+}
+
 }  // namespace
 }  // namespace tessera

@@ -88,12 +88,13 @@ TEST(Selector, OneStageEntriesAreEnumerated) {
   EXPECT_EQ(plan_id(*d), "sm90a.mma.bf16.d128.q16d.kv128d.g1.tasc.split1.s1.w4");
   EXPECT_EQ(find_plan_entry(*d)->name, "mma.bf16.d128.t16x128.w4.s1");
   EXPECT_EQ(*default_plan(catalog(), req(16, 128)), *d);
-  // 16 x 64 has an s2 and an s1 entry: both are enumerated, the s2 one first (catalog order).
+  // 16 x 64 has an s2 and an s1 mma entry: both are enumerated, the s2 one first (catalog order); the swapped wgmma
+  // entry of that tile (s2, w8) comes after them.
   const auto both = enumerate_plans(catalog(), req(16, 64));
   std::vector<int> direct_stages;
   for (const Plan& p : both)
     if (p.q.kind == MappingKind::kDirect && p.kv.kind == MappingKind::kDirect) direct_stages.push_back(p.org.stages);
-  EXPECT_EQ(direct_stages, (std::vector<int>{2, 1}));
+  EXPECT_EQ(direct_stages, (std::vector<int>{2, 1, 2}));
 }
 
 TEST(Selector, WalksTheRankingSkippingIneligiblePlans) {

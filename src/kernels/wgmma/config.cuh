@@ -10,6 +10,11 @@
 // Shared memory (every operand 128-byte swizzled in 64-column panels of 128-byte rows, as TMA writes it):
 //   Q [kPanels][T_Q][64] | K [S][kPanels][T_KV][64] | V [S][kPanels][T_KV][64] | mbarriers
 // Separate K and V rings of S stages each, so S = Q K^T of tile j can start before V(j) has landed.
+//
+// Swapped organisation (T_Q = 16 or 32, below wgmma's 64-row minimum; consumer_swap.cuh): one consumer warpgroup
+// computes S^T = K Q^T with the T_KV = 64 kv rows as wgmma M and the query rows as N, and O^T += V^T P^T with P^T
+// staged in shared memory, two buffers of T_Q rows x 64 kv (128 bytes, 128-byte swizzled), after the V ring; then the
+// column maxima exchanged between the 4 warps ([4][T_Q] fp32). W = 8 (producer + one consumer warpgroup).
 #include <cstddef>
 
 namespace tessera::kernels::wgmma {
@@ -20,7 +25,8 @@ template <class T, int D_, int TQ_, int TKV_, int W_, int S_>
 struct Config {
   using Elem = T;
   static constexpr int D = D_, TQ = TQ_, TKV = TKV_, W = W_, S = S_;
-  static constexpr int kConsumers = TQ / 64;  // consumer warpgroups, 64 query rows each
+  static constexpr bool kSwapAB = TQ < 64;  // the swapped organisation (see the header comment)
+  static constexpr int kConsumers = kSwapAB ? 1 : TQ / 64;  // consumer warpgroups, 64 query rows each (or one)
   static constexpr int kThreads = W * 32;
   static constexpr int kPanels = D / 64;      // 64-element (128-byte) column panels per row
   static constexpr std::size_t kRowBytes = 128;
@@ -31,7 +37,11 @@ struct Config {
   static constexpr std::size_t kQOffset = 0;
   static constexpr std::size_t kKOffset = kQOffset + kQBytes;
   static constexpr std::size_t kVOffset = kKOffset + S * kKvBytes;
-  static constexpr std::size_t kBarrierOffset = kVOffset + S * kKvBytes;
+  static constexpr std::size_t kPBytes = kSwapAB ? std::size_t(TQ) * kRowBytes : 0;  // one P^T buffer (swapped)
+  static constexpr std::size_t kPOffset = kVOffset + S * kKvBytes;                    // two buffers
+  static constexpr std::size_t kRedOffset = kPOffset + 2 * kPBytes;                   // [4 warps][T_Q] fp32
+  static constexpr std::size_t kRedBytes = kSwapAB ? std::size_t(4) * TQ * 4 : 0;
+  static constexpr std::size_t kBarrierOffset = kRedOffset + kRedBytes;
   static constexpr int kBarriers = 1 + 4 * S;  // q_full, k_full[S], k_empty[S], v_full[S], v_empty[S]
   // The dynamic shared-memory window is only 16-byte aligned: the kernel rounds its base up to 1024 bytes
   // (128-byte swizzle atoms), hence the slack.
@@ -40,20 +50,32 @@ struct Config {
   // Arrivals that release a stage: one per consumer warp (lane 0, after the warp's wgmma reads have retired).
   static constexpr int kConsumerWarps = 4 * kConsumers;
   static constexpr int kMaxSlots = 8;  // packed KV slots per tile (c_kv <= 8)
-  // CTAs per SM asked of ptxas (__launch_bounds__): two for one-consumer tiles, one otherwise. That caps the
-  // registers at entry below what the consumers then raise themselves to (setmaxnreg.inc must not lower them); two
-  // such CTAs are resident when their shared memory fits too.
-  static constexpr int kMinBlocks = kConsumers == 1 ? 2 : 1;
+  // CTAs per SM asked of ptxas (__launch_bounds__): two for one-consumer tiles, one otherwise; three for a swapped
+  // tile whose shared memory lets three be resident (228 KB per SM, 1 KB of it reserved per CTA). That caps the
+  // registers at entry below what the consumers then raise themselves to (setmaxnreg.inc must not lower them); that
+  // many CTAs are resident when their shared memory fits too.
+  static constexpr int kMinBlocks =
+      kConsumers == 1 ? (kSwapAB && 3 * (kSmemBytes + 1024) <= 228 * 1024 ? 3 : 2) : 1;
   // Register split (setmaxnreg): the CTA's registers at entry are 64K / (kThreads * kMinBlocks) per thread, rounded
   // down to 8; the producer keeps kProducerRegs (enough for the next entry's slot rows, prefetched) and the
-  // consumers take the rest: 40 / 232 with two consumer warpgroups, 56 / 200 with one.
+  // consumers take the rest: 40 / 232 with two consumer warpgroups, 56 / 200 with one, 40 / 120 with three CTAs.
   static constexpr int kEntryRegs = (65536 / (kThreads * kMinBlocks)) / 8 * 8;
-  static constexpr int kProducerRegs = kConsumers == 1 ? 56 : 40;
+  static constexpr int kProducerRegs = kConsumers == 1 && kMinBlocks <= 2 ? 56 : 40;
+  // Swapped organisation: named barriers of the consumer warpgroup (ids 1 and 2; 0 is __syncthreads), the head
+  // dimension's 64-row wgmma M blocks of O^T, and the query columns a thread holds in the accumulators (2 per n8 tile).
+  static constexpr int kMaxBarrier = 1, kPBarrier = 2;
+  static constexpr int kMBlocks = D / 64;
+  static constexpr int kCols = TQ / 4;
+  // The epilogue stages O (fp32, rows padded to D + 4 floats against bank conflicts) in the K and V rings.
+  static constexpr std::size_t kOStageBytes = std::size_t(TQ) * (D + 4) * 4;
   static constexpr int kConsumerRegsRaw = kEntryRegs + (kEntryRegs - kProducerRegs) / kConsumers;
   static constexpr int kConsumerRegs = (kConsumerRegsRaw > 240 ? 240 : kConsumerRegsRaw) / 8 * 8;
 
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
-  static_assert(TQ == 64 || TQ == 128, "T_Q = 64 x consumer warpgroups (1 or 2)");
+  static_assert(TQ == 16 || TQ == 32 || TQ == 64 || TQ == 128,
+                "T_Q = 64 x consumer warpgroups (1 or 2), or 16 / 32 (swapped)");
+  static_assert(!kSwapAB || TKV == 64, "swapped tiles: T_KV = 64, the wgmma M of S^T = K Q^T");
+  static_assert(!kSwapAB || kOStageBytes <= 2 * S * kKvBytes, "the epilogue's O stage fits the K and V rings");
   static_assert(W == 4 * (1 + kConsumers), "W counts the producer warpgroup and the consumers' 4 warps each");
   static_assert(TKV == 64 || TKV == 128, "T_KV: a wgmma N the PTX layer provides (64 or 128)");
   static_assert(S >= 1 && S <= 4, "1-4 stages per ring");

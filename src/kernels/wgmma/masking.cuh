@@ -18,6 +18,37 @@
 
 namespace tessera::kernels::wgmma {
 
+/// What masking needs of entry e's metadata: its membership bits (bit qi * 8 + kj; all ones without membership),
+/// with empty packed slots cleared, and the kv sub-block (span: 0, the tile) or slot cut by N_kv with its valid
+/// tokens (ragged_kj = -1 when no part of the tile lies past N_kv). Shared by TileMask and SwapTileMask.
+struct TileMembers {
+  std::uint64_t bits;
+  int ragged_kj, ragged_len;
+};
+
+template <class Cfg, KvVariant V>
+__device__ __forceinline__ TileMembers load_members(const AttentionParams& p, std::int64_t e) {
+  std::uint64_t mb = ~0ull;
+  if (V != KvVariant::kSpan && p.meta.member != nullptr) mb = member_bits(p.meta.member, p.meta.member_bytes, e);
+  int ragged_kj = -1, ragged_len = 0;
+  if constexpr (V == KvVariant::kPacked) {
+    const int c = p.meta.c_kv_gather, bkv = p.block_kv;
+    std::uint32_t valid = 0;
+    for (int j = 0; j < c; ++j) {
+      const int g = __ldg(p.meta.gather_blocks + e * c + j);
+      if (g >= 0) {
+        valid |= 1u << j;
+        if ((g + 1) * bkv > p.n_kv) ragged_kj = j, ragged_len = p.n_kv - g * bkv;
+      }
+    }
+    mb &= std::uint64_t(valid) * 0x0101010101010101ull;
+  } else {
+    const int kv_limit = p.n_kv - __ldg(p.meta.kv_tile + e) * Cfg::TKV;
+    if (kv_limit < Cfg::TKV) ragged_kj = 0, ragged_len = kv_limit;  // columns >= kv_limit of the tile
+  }
+  return TileMembers{mb, ragged_kj, ragged_len};
+}
+
 template <class Cfg, KvVariant V>
 struct TileMask {
   static constexpr bool kPacked = V == KvVariant::kPacked;
@@ -41,24 +72,9 @@ struct TileMask {
   /// Masks the scores s of entry e in place.
   __device__ __forceinline__ void apply(float (&s)[Cfg::TKV / 2], const AttentionParams& p, std::int64_t e,
                                         int lane) const {
-    std::uint64_t mb = ~0ull;
-    if (V != KvVariant::kSpan && p.meta.member != nullptr) mb = member_bits(p.meta.member, p.meta.member_bytes, e);
-    int ragged_kj = -1, ragged_len = 0;  // the sub-block (slot) cut by N_kv and its valid tokens
-    if constexpr (kPacked) {
-      const int c = p.meta.c_kv_gather, bkv = p.block_kv;
-      std::uint32_t valid = 0;
-      for (int j = 0; j < c; ++j) {
-        const int g = __ldg(p.meta.gather_blocks + e * c + j);
-        if (g >= 0) {
-          valid |= 1u << j;
-          if ((g + 1) * bkv > p.n_kv) ragged_kj = j, ragged_len = p.n_kv - g * bkv;
-        }
-      }
-      mb &= std::uint64_t(valid) * 0x0101010101010101ull;
-    } else {
-      const int kv_limit = p.n_kv - __ldg(p.meta.kv_tile + e) * Cfg::TKV;
-      if (kv_limit < Cfg::TKV) ragged_kj = 0, ragged_len = kv_limit;  // columns >= kv_limit of the tile
-    }
+    const TileMembers tm = load_members<Cfg, V>(p, e);
+    const std::uint64_t mb = tm.bits;
+    const int ragged_kj = tm.ragged_kj, ragged_len = tm.ragged_len;
     const bool members_full = (mb & full) == full;
     if (__all_sync(0xffffffffu, members_full && ragged_kj < 0)) return;
     const int t2 = 2 * (lane & 3);
