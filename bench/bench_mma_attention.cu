@@ -1,6 +1,6 @@
 // Benchmark of the mma.sync family's plans on the h200_baselines.md setups (B=1, H=16, N=32768, D=128, bf16,
 // band + random block masks per family; Wan2.1 720p: N=75600, H=40, B=(64,64)). For each family it times every
-// candidate plan (CUDA events, median of 7 after 2 warm-ups), keeps the best, and writes q/k/v, the block mask
+// candidate plan (CUDA events, median of 7 after 2 warm-ups; --reps), keeps the best, and writes q/k/v, the block mask
 // and the best plan's O to --data (raw files for bench/flex_vs_tessera.py) and the timings to
 // --out/tessera_mma_bench.json.
 #include <cuda_bf16.h>
@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <regex>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -47,18 +48,24 @@ void write_file(const std::string& path, const void* data, std::size_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out = ".", data = "/tmp/tessera_bench";
+  std::string out = ".", data = "/tmp/tessera_bench", only;
   bool wan = true;
   std::regex entries(".*");  // --entries: time only the candidates whose catalog entry matches (e.g. "^wgmma\\.")
+  int reps = 7, warmups = 2;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) out = argv[++i];
     else if (a == "--entries" && i + 1 < argc) entries = std::regex(argv[++i]);
     else if (a == "--data" && i + 1 < argc) data = argv[++i];
     else if (a == "--no-wan") wan = false;
+    else if (a == "--families" && i + 1 < argc) only = "," + std::string(argv[++i]) + ",";
+    else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i])), warmups = reps >= 3 ? 2 : 0;
     else {
       std::fprintf(stderr, "bench_mma_attention: unknown or incomplete argument '%s'\n"
-                           "usage: bench_mma_attention [--out DIR] [--data DIR] [--no-wan] [--entries REGEX]\n", a.c_str());
+                           "usage: bench_mma_attention [--out DIR] [--data DIR] [--no-wan] [--entries REGEX] [--families F1,F2,...] [--reps N]\n"
+                           "  --families: only these families (e.g. Q16K16,Q32K32); --reps: timed runs per candidate (7;\n"
+                           "  below 3 also no warm-up runs: for profilers)\n",
+                   a.c_str());
       return 2;
     }
   }
@@ -77,15 +84,18 @@ int main(int argc, char** argv) {
   const std::string P = "mma.bf16.d128.", W = "wgmma.bf16.d128.";
   std::vector<Family> fams = {
       {"Q16K16", 16, 16, 0.098, MaskKind::kBandRandom,
-       {C("q64c4.kv64p4.wg", W + "t64x64.w8.s2", 64, 64, true, true), C("q128c8.kv128p8.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q16d.kv16d", P + "t16x16.w1.s2", 16, 16, false, false), C("q16d.kv32p2", P + "t16x32.w2.s2", 16, 32, true, true),
+       {C("q16d.kv16p4.wgs", W + "t16x64.w8.s2", 16, 64, true, true), C("q16d.kv16c4.wgs", W + "t16x64.w8.s2", 16, 64, false, true), C("q16c2.kv16p4.wgs", W + "t32x64.w8.s2", 32, 64, true, true),
+        C("q64c4.kv64p4.wg", W + "t64x64.w8.s2", 64, 64, true, true), C("q128c8.kv128p8.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q16d.kv16d", P + "t16x16.w1.s2", 16, 16, false, false), C("q16d.kv32p2", P + "t16x32.w2.s2", 16, 32, true, true),
         C("q16d.kv64p4", P + "t16x64.w4.s2", 16, 64, true, true), C("q16d.kv64p4.s1", P + "t16x64.w4.s1", 16, 64, true, true),
         C("q16d.kv128p8", P + "t16x128.w4.s1", 16, 128, true, true), C("q32c2.kv64p4", P + "t32x64.w4.s2", 32, 64, true, true)}},
       {"Q32K16", 32, 16, 0.098, MaskKind::kBandRandom,
-       {C("q64c2.kv64p4.wg", W + "t64x64.w8.s2", 64, 64, true, true), C("q128c4.kv128p8.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q32d.kv32p2", P + "t32x32.w2.s2", 32, 32, true, true), C("q32d.kv64p4", P + "t32x64.w4.s2", 32, 64, true, true),
+       {C("q32d.kv16p4.wgs", W + "t32x64.w8.s2", 32, 64, true, true), C("q32d.kv16c4.wgs", W + "t32x64.w8.s2", 32, 64, false, true), C("q16r2.kv16p4.wgs", W + "t16x64.w8.s2", 16, 64, true, true),
+        C("q64c2.kv64p4.wg", W + "t64x64.w8.s2", 64, 64, true, true), C("q128c4.kv128p8.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q32d.kv32p2", P + "t32x32.w2.s2", 32, 32, true, true), C("q32d.kv64p4", P + "t32x64.w4.s2", 32, 64, true, true),
         C("q32d.kv128p8", P + "t32x128.w8.s1", 32, 128, true, true), C("q16r2.kv64p4", P + "t16x64.w4.s2", 16, 64, true, true),
         C("q16r2.kv64p4.s1", P + "t16x64.w4.s1", 16, 64, true, true), C("q64c2.kv64p4", P + "t64x64.w4.s2", 64, 64, true, true)}},
       {"Q32K32", 32, 32, 0.097, MaskKind::kBandRandom,
-       {C("q64c2.kv64p2.wg", W + "t64x64.w8.s2", 64, 64, true, true), C("q128c4.kv128p4.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q32d.kv32d", P + "t32x32.w2.s2", 32, 32, false, false), C("q32d.kv64p2", P + "t32x64.w4.s2", 32, 64, true, true),
+       {C("q32d.kv32p2.wgs", W + "t32x64.w8.s2", 32, 64, true, true), C("q32d.kv32c2.wgs", W + "t32x64.w8.s2", 32, 64, false, true), C("q16r2.kv32p2.wgs", W + "t16x64.w8.s2", 16, 64, true, true),
+        C("q64c2.kv64p2.wg", W + "t64x64.w8.s2", 64, 64, true, true), C("q128c4.kv128p4.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q32d.kv32d", P + "t32x32.w2.s2", 32, 32, false, false), C("q32d.kv64p2", P + "t32x64.w4.s2", 32, 64, true, true),
         C("q32d.kv128p4", P + "t32x128.w8.s1", 32, 128, true, true), C("q16r2.kv64p2", P + "t16x64.w4.s2", 16, 64, true, true),
         C("q64c2.kv32d", P + "t64x32.w4.s2", 64, 32, false, true)}},
       {"Q64K32", 64, 32, 0.097, MaskKind::kBandRandom,
@@ -143,6 +153,7 @@ int main(int argc, char** argv) {
     nlohmann::json gj = {{"name", g.name}, {"batch", g.b}, {"n", g.n}, {"heads", g.h}, {"head_dim", g.d},
                          {"dtype", "bf16"}, {"layout", "BSHD"}, {"families", nlohmann::json::array()}};
     for (const Family& f : *g.fams) {
+      if (!only.empty() && only.find("," + f.name + ",") == std::string::npos) continue;
       const int n_qb = (g.n + f.bq - 1) / f.bq, n_kvb = (g.n + f.bkv - 1) / f.bkv;
       const BlockMask m = make_mask(g.b, g.h, n_qb, n_kvb, f.kind, f.density, 1234);
       write_file(gdir + "/mask_" + f.name + ".u8", m.bits.data(), m.bits.size());
@@ -175,9 +186,9 @@ int main(int argc, char** argv) {
         DevicePlan dp(hp, c.tq, g.d);
         try {
           if (ci == f.cands.size()) { run_plan(c.entry, c.packed, c.membership, dp, prm); break; }
-          for (int w = 0; w < 2; ++w) run_plan(c.entry, c.packed, c.membership, dp, prm);
+          for (int w = 0; w < warmups; ++w) run_plan(c.entry, c.packed, c.membership, dp, prm);
           std::vector<float> ts;
-          for (int r = 0; r < 7; ++r) {
+          for (int r = 0; r < reps; ++r) {
             TESSERA_CUDA_CHECK(cudaEventRecord(e0));
             run_plan(c.entry, c.packed, c.membership, dp, prm);
             TESSERA_CUDA_CHECK(cudaEventRecord(e1));
