@@ -7,7 +7,7 @@
 #      split-KV + merge; ragged N, GQA, BHSD, empty rows, LSE; fp16 via wgmma.f16.d128.t32x64, D = 64 via
 #      wgmma.bf16.d64.t32x64);
 #   2. the SASS summary of every wgmma kernel (HGMMA count, local-memory instructions);
-#   3. compute-sanitizer memcheck (PtxSm90 + t16x64), racecheck (t32x64) and synccheck (t16x64);
+#   3. compute-sanitizer memcheck (PtxSm90 + t16x64), racecheck (t32x64) and synccheck (t16x64), side by side;
 #   4. the kernel benchmark on Q16K16 / Q32K16 / Q32K32 (swapped candidates `.wgs` next to today's best);
 #   5. ncu (one run per candidate): time, L2 / SM / DRAM throughput of every attention kernel of the same sweep, to
 #      check the L2-bandwidth prediction of bench/NOTES.md.
@@ -30,11 +30,13 @@ done > "$L/sass_summary.txt" 2>&1
 stamp "sass"; cut -c1-170 "$L/sass_summary.txt" | head -20
 if [ "${SAN:-1}" = 1 ]; then
   E16='Catalog/MmaAttention.*/wgmma_bf16_d128_t16x64_w8_s2' E32='Catalog/MmaAttention.*/wgmma_bf16_d128_t32x64_w8_s2'
-  for run in "memcheck PtxSm90.*:$E16" "racecheck $E32" "synccheck $E16"; do
+  for run in "memcheck PtxSm90.*:$E16" "racecheck $E32" "synccheck $E16"; do  # the three at once (tiny grids)
     set -- $run
-    timeout "${SAN_SECONDS:-90}" compute-sanitizer --tool "$1" --error-exitcode 9 $T --gtest_filter="$2" > "$L/$1.log" 2>&1
-    stamp "$1 rc=$?"; tail -2 "$L/$1.log"
+    ( timeout "${SAN_SECONDS:-75}" compute-sanitizer --tool "$1" --error-exitcode 9 $T --gtest_filter="$2" \
+        > "$L/$1.log" 2>&1; echo "rc=$?" >> "$L/$1.log" ) &
   done
+  wait
+  for t in memcheck racecheck synccheck; do stamp "$t $(tail -1 "$L/$t.log")"; tail -3 "$L/$t.log" | head -2; done
 fi
 B=build/gpu/bin/bench_mma_attention DATA=/tmp/tessera_bench FAM=Q16K16,Q32K16,Q32K32
 if [ "${BENCH:-1}" = 1 ]; then
