@@ -4,10 +4,15 @@
 #  2. with PATCH=<file> (git format-patch output, e.g. bench/next/wgmma_next.patch): a copy of the tree with the
 #     patch applied, built with only the entries matching $PATCH_ENTRIES, and bench_mma_attention --entries
 #     $PATCH_ENTRIES on both builds (the same tensors and masks), so the two kernels are compared in one run;
-#  3. `tessera profile --whole-requests` until $PROFILE_END seconds after the start, in passes that widen the case
-#     choice ($PASSES: "<split> <cases per family>;..."; the profile file is resumable, so each pass adds cases).
-# Returns $OUT/profile_whole.jsonl.gz, the benchmark JSONs and $OUT/logs.tgz.
-# Usage on the GPU machine: OUT=... [PATCH=...] [PROFILE_END=480] [PASSES=...] [PLANS=<plan-id regex>] bench/run_requests_gpu.sh
+#  3. with SAN_FILTER="<tool>=<gtest filter> ...": those compute-sanitizer runs side by side (SAN_SECONDS each, 75);
+#  4. with BENCH_FAMILIES=F1,F2: bench_mma_attention --no-wan --families F1,F2 on the main build (tessera_mma_bench.json);
+#  5. `tessera profile --whole-requests` until $PROFILE_END seconds after the start, in passes that widen the case
+#     choice ($PASSES: "<split> <cases per family>;..."; the profile file is resumable, so each pass adds cases),
+#     then, with CASE_PASSES (same form), the stored corpus cases (1-4 heads; every eligible plan) into
+#     profile_cases.jsonl; FAMILIES="F1 F2" limits both to those families.
+# Returns $OUT/profile_whole.jsonl.gz (and profile_cases.jsonl.gz), the benchmark JSONs and $OUT/logs.tgz.
+# Usage on the GPU machine: OUT=... [PATCH=...] [PROFILE_END=480] [PASSES=...] [PLANS=<plan-id regex>]
+#   [FAMILIES=...] [CASE_PASSES=...] [WHOLE_END_S=<s>] [SAN_FILTER=...] [BENCH_FAMILIES=...] bench/run_requests_gpu.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
@@ -36,17 +41,45 @@ if [ -n "${PATCH:-}" ]; then
   done
   for side in main patched; do echo "== $side"; grep -E "TFLOP|rror" "$L/bench_$side.log" | cut -c1-120 | head -45; done
 fi
+if [ -n "${SAN_FILTER:-}" ]; then
+  for run in $SAN_FILTER; do  # side by side: the kernels' grids are small
+    ( timeout "${SAN_SECONDS:-75}" compute-sanitizer --tool "${run%%=*}" --error-exitcode 9 \
+        build/gpu/tests/tessera_tests_gpu --gtest_filter="${run#*=}" > "$L/san_${run%%=*}.log" 2>&1
+      echo "rc=$?" >> "$L/san_${run%%=*}.log" ) &
+  done
+  wait
+  for run in $SAN_FILTER; do
+    t=${run%%=*}; stamp "$t $(tail -1 "$L/san_$t.log"): $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$L/san_$t.log" | tail -1)"
+  done
+fi
+if [ -n "${BENCH_FAMILIES:-}" ]; then
+  timeout 150 $B/bench_mma_attention --no-wan --families "$BENCH_FAMILIES" --out "$OUT" --data /tmp/tessera_bench_f \
+    > "$L/bench_families.log" 2>&1
+  stamp "bench --families $BENCH_FAMILIES rc=$?"; grep -E "TFLOP|rror" "$L/bench_families.log" | cut -c1-120
+  rm -rf /tmp/tessera_bench_f
+fi
+# profile_pass <file> <end> <passes> [extra args...]: resumable passes until <end> (epoch seconds)
+profile_pass() {
+  local pf=$1 end=$2 pl=$3 pass split n left; shift 3
+  local extra=("$@") passes
+  IFS=';' read -ra passes <<< "$pl"
+  for pass in "${passes[@]}"; do
+    read -r split n <<< "$pass"
+    left=$(( end - $(date +%s) )); [ "$left" -le 15 ] && break
+    timeout "$left" $B/tessera profile --out "$pf" --reps 3 --splits "$split" --cases-per-split "$n" \
+      ${FAMILIES:+--families $FAMILIES} "${extra[@]}" >> "$L/profile.log" 2>&1
+    stamp "profile $(basename "$pf") --splits $split --cases-per-split $n rc=$? ($(cat "$pf" 2>/dev/null | wc -l) records)"
+  done
+}
 PF="$OUT/profile_whole.jsonl"
-END=$(( T0 + ${PROFILE_END:-480} ))
-IFS=';' read -ra passes <<< "${PASSES:-evaluation 2;profiling 3;profiling 6;evaluation 4;profiling 10;profiling 20}"
-for pass in "${passes[@]}"; do
-  set -- $pass
-  left=$(( END - $(date +%s) )); [ "$left" -le 15 ] && break
-  timeout "$left" $B/tessera profile --whole-requests --out "$PF" --reps 3 --splits "$1" --cases-per-split "$2" \
-    ${PLANS:+--plans "$PLANS"} \
-    >> "$L/profile.log" 2>&1
-  stamp "profile --splits $1 --cases-per-split $2 rc=$? ($(wc -l < "$PF") records)"
-done
+WHOLE_END=$(( T0 + ${WHOLE_END_S:-${PROFILE_END:-480}} ))  # WHOLE_END_S: leave the rest to CASE_PASSES
+profile_pass "$PF" "$WHOLE_END" "${PASSES:-evaluation 2;profiling 3;profiling 6;evaluation 4;profiling 10;profiling 20}" \
+  --whole-requests ${PLANS:+--plans "$PLANS"}
+if [ -n "${CASE_PASSES:-}" ]; then
+  PC="$OUT/profile_cases.jsonl"
+  profile_pass "$PC" "$(( T0 + ${PROFILE_END:-480} ))" "$CASE_PASSES" ${CASE_PLANS:+--plans "$CASE_PLANS"}
+  [ -f "$PC" ] && gzip -f "$PC"
+fi
 grep -c invalid "$L/profile.log"; grep "invalid" "$L/profile.log" | head -5
-gzip -f "$PF"
+[ -f "$PF" ] && gzip -f "$PF"
 tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$L"
