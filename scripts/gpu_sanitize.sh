@@ -19,7 +19,7 @@ SHARDS="${SHARDS:-4}"
 LIMIT="${SAN_SECONDS:-240}"
 KERNELS='PtxSm90*:Ptx*:*MmaAttention*'
 summary() {  # tool shard rc log
-  echo "$1 $2 rc=$3 $(grep -h 'ERROR SUMMARY' "$4" | tail -1)" >> "$OUT/summary.txt"
+  echo "$1 $2 rc=$3 $(grep -h -E '(ERROR|RACECHECK) SUMMARY' "$4" | tail -1)" >> "$OUT/summary.txt"
 }
 : > "$OUT/summary.txt"
 for tool in ${TOOLS:-memcheck racecheck synccheck}; do
@@ -40,4 +40,4 @@ if [ "${PY:-0}" = 1 ]; then
   summary memcheck python $? "$OUT/memcheck_python.log"
 fi
 cat "$OUT/summary.txt"
-! grep -v -E "rc=0 .*ERROR SUMMARY: 0 errors" "$OUT/summary.txt" | grep -q .
+! grep -v -E "rc=0 .*(ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors)" "$OUT/summary.txt" | grep -q .
