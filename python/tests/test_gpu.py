@@ -84,6 +84,7 @@ CASES = [  # (B, N_q, N_kv, H_q, H_kv, D, B_Q, B_KV, dtype)
     (1, 512, 512, 2, 1, 128, 16, 16, torch.bfloat16),
     (1, 1024, 1024, 2, 2, 64, 64, 64, torch.float16),
     (1, 1000, 1000, 2, 2, 128, 128, 128, torch.float16),
+    (1, 1000, 1000, 2, 2, 128, 48, 80, torch.bfloat16),  # Refined by 3 and 5 (issue 19: every accepted geometry)
 ]
 
 
