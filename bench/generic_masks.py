@@ -64,13 +64,13 @@ def write_mask_file(path: str, dense: np.ndarray, meta: dict) -> None:
         f.write(len(header).to_bytes(8, "little") + header + packed.tobytes())
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="directory for the mask files (created)")
     ap.add_argument("--families", default=",".join(f[0] for f in FAMILIES),
                     help="comma-separated families (default: the nine of bench/peers/workloads.py)")
     ap.add_argument("--list", action="store_true", help="print the requests and exit")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     spec = {f[0]: f for f in FAMILIES}
     fams = [f for f in a.families.split(",") if f]
     unknown = [f for f in fams if f not in spec]

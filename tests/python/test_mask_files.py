@@ -58,7 +58,26 @@ def main():
             checked_sta += 1
     assert checked_sta > 0
     shutil.rmtree(out, ignore_errors=True)
-    print(f"ok: {len(manifest['cases'])} files, {checked_sta} STA cases bit-exact")
+    generic = check_generic_masks(tessera, os.path.join(work, "py_generic"))
+    print(f"ok: {len(manifest['cases'])} files, {checked_sta} STA cases bit-exact; {generic} generic mask files")
+
+
+def check_generic_masks(tessera, out):
+    """bench/generic_masks.py's files (written by numpy alone) are read by the C++ mask-file reader as the cases the
+    embedded table's profile lists: `tessera profile --masks DIR --list` names each with its split and request."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+    import generic_masks  # noqa: E402
+
+    shutil.rmtree(out, ignore_errors=True)
+    assert generic_masks.main(["--out", out, "--families", "Q128K64"]) == 0
+    listed = subprocess.run([tessera, "profile", "--masks", out, "--list", "--splits", "profiling", "evaluation"],
+                            check=True, capture_output=True, text=True).stdout.split("\n")
+    listed = [line.split() for line in listed if line.strip()]
+    want = {(f"Q128K64/generic-{r}/{k}", split) for r in generic_masks.RECIPES
+            for k, (split, *_rest) in enumerate(generic_masks.REQUESTS)}
+    assert {(f[0], f[1]) for f in listed} == want, listed
+    shutil.rmtree(out, ignore_errors=True)
+    return len(listed)
 
 
 if __name__ == "__main__":

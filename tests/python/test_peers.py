@@ -473,3 +473,49 @@ def test_whole_requests_from_the_command_line(tmp_path):
     for w in ws:
         m = w.mask()
         assert m.shape == (w.heads, w.n_qb, w.n_kvb) and m.any()
+
+
+# ------------------------------------------------------------------------------------------------ generic masks
+import generic_masks as G  # noqa: E402  (bench/generic_masks.py: the plan table's generic training masks)
+from peers.corpus_requests import read_mask_file  # noqa: E402
+
+
+@pytest.mark.parametrize("bq,bkv", [(128, 64), (16, 16), (64, 32)])
+def test_generic_topk_rows_hold_exactly_k_blocks_near_the_diagonal(bq, bkv):
+    n_qb = 25600 // bq  # 25,600 tokens: the band (320-2,880 tokens wide) is narrow against the row
+    n_kvb = 25600 // bkv
+    m = G.topk_field(3, n_qb, n_kvb, bq, bkv, 0.1, np.random.default_rng(5))
+    k = int(round(0.1 * n_kvb))
+    assert m.shape == (3, n_qb, n_kvb) and (m.sum(-1) == k).all()
+    # the band term pulls the chosen blocks toward the diagonal: closer on average than all blocks of a row are
+    dist = np.abs((np.arange(n_qb)[:, None] + 0.5) * bq / bkv - 0.5 - np.arange(n_kvb)[None, :])
+    assert dist[None].repeat(3, 0)[m].mean() < 0.6 * dist.mean()
+
+
+def test_generic_masks_files_round_trip_deterministic_and_apart_from_the_scoreboard(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert G.main(["--out", str(a), "--families", "Q128K64,Q64K64-HD"]) == 0
+    assert G.main(["--out", str(b), "--families", "Q64K64-HD,Q128K64"]) == 0  # order of --families: same files
+    files = sorted(os.listdir(a))
+    assert files == sorted(os.listdir(b)) and len(files) == 2 * len(G.RECIPES) * len(G.REQUESTS)
+    scoreboard_seeds = {100 + i for i in range(len(W.FAMILIES))} | {0, 1, 2, 3}
+    seen = set()
+    for f in files:
+        assert (a / f).read_bytes() == (b / f).read_bytes(), f
+        meta, dense = read_mask_file(str(a / f))
+        fam, recipe, k = f[:-len(".safetensors")].split("__")
+        split, n, heads, factor = G.REQUESTS[int(k[1:])]
+        _, bq, bkv, dens = next(x for x in W.FAMILIES if x[0] == fam)
+        assert dense.shape == (heads, -(-n // bq), -(-n // bkv))
+        assert meta["split"] == split and meta["family"] == fam and meta["source_id"] == f"generic-{recipe}"
+        assert meta["kind"] == "synthetic" and int(meta["block_q"]) == bq and int(meta["block_kv"]) == bkv
+        assert abs(dense.mean() - dens * factor) < 0.25 * dens * factor
+        assert int(meta["seed"]) not in scoreboard_seeds
+        seen.add((meta["source_id"], meta["chunk"]))  # one request (cross-validation group) per file
+    assert len(seen) == len(files)
+
+
+def test_generic_masks_reject_an_unknown_family(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        G.main(["--out", str(tmp_path), "--families", "Q64K64,Q99K99"])
+    assert "Q99K99" in capsys.readouterr().err
