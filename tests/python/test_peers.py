@@ -519,3 +519,52 @@ def test_generic_masks_reject_an_unknown_family(tmp_path, capsys):
     with pytest.raises(SystemExit):
         G.main(["--out", str(tmp_path), "--families", "Q64K64,Q99K99"])
     assert "Q99K99" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ A0/A1/A2 ablation
+from peers import ablation as AB  # noqa: E402
+
+
+def test_ablation_direct_plan_is_the_first_direct_mapping_in_list_order():
+    plans = ["sm90a.wgmma.bf16.d128.q64c2.kv64d.g1.tasc.split1.s2.w12",
+             "sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split2.s2.w4",
+             "sm90a.wgmma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w8",
+             "sm90a.mma.bf16.d128.q64d.kv64p2.g1.tasc.split1.s2.w4"]
+    assert AB.direct_plan(plans, 64, 64) == plans[1]
+    assert AB.direct_plan(plans, 128, 64) is None
+    assert AB.direct_plan(["sm90a.mma.bf16.d128.q16d.kv16d.g1.tasc.split1.s2.w1"], 16, 16).endswith("w1")
+    assert AB.direct_plan(["sm90a.mma.bf16.d128.q16d.kv160d.g1.tasc.split1.s2.w1"], 16, 16) is None
+
+
+def test_ablation_summary_medians_speedups_and_markdown():
+    rows = []
+    for fam, a0, a2 in (("Q64K64", 2.0, 1.0), ("Q16K16", 8.0, 2.0)):
+        for r, jitter in enumerate((1.0, 1.1, 0.9)):
+            for s, k in (("A0", a0), ("A1", a2), ("A2", a2)):
+                cold = (100.0 if s == "A1" else 3.0) * jitter
+                rows.append({"family": fam, "request": f"{fam}#{r}", "system": s, "cold_ms": cold,
+                             "warm_ms": k * jitter, "amortised4_ms": AB.amortised(cold, k * jitter),
+                             "kernel_ms": k * jitter})
+    rows.append({"family": "Q64K64", "request": "Q64K64#3", "system": "A0", "error": "no Direct plan"})
+    s = AB.summarize(rows)
+    assert s["Q64K64"]["A0"]["requests"] == 3 and s["Q64K64"]["A2"]["kernel_ms"] == pytest.approx(1.0)
+    assert s["Q64K64"]["A2"]["speedup_vs_A0"]["kernel_ms"] == pytest.approx(2.0)
+    assert s["Q16K16"]["A2"]["speedup_vs_A0"]["kernel_ms"] == pytest.approx(4.0)
+    assert s["all"]["A2"]["speedup_vs_A0"]["kernel_ms"] == pytest.approx(math.sqrt(8.0))
+    assert s["all"]["A1"]["speedup_vs_A0"]["cold_ms"] == pytest.approx(0.03)
+    assert AB.amortised(10.0, 2.0) == pytest.approx(4.0)
+    md = AB.markdown(s, {"revision": "r", "gpu": "g", "date": "d", "command": "c"})
+    assert "| Q64K64 | 3 |" in md and "| A2 |" in md and "2.00x" in md
+
+
+def test_ablation_masks_are_new_draws_and_bad_arguments_are_refused(tmp_path):
+    ws = AB.workloads(["Q64K64", "Q128K64"], 2)
+    assert [w.name for w in ws] == ["Q64K64#0", "Q64K64#1", "Q128K64#0", "Q128K64#1"]
+    seeds = {w.mask_seed for w in ws}
+    assert len(seeds) == 4 and not seeds & ({100 + i for i in range(len(W.FAMILIES))} | set(range(1000, 2000)))
+    m = ws[2].mask()
+    assert m.shape == (AB.HEADS, 256, 512) and abs(m.mean() - 0.097) < 0.01
+    assert not np.array_equal(ws[0].mask(), ws[1].mask())
+    for bad in (["--families", "Q64K64,Q9"], ["--requests", "0"], ["--seconds", "0"]):
+        with pytest.raises(SystemExit):
+            AB.parse_args(["--out", str(tmp_path)] + bad)
