@@ -29,9 +29,11 @@ fi
 # tessera.distributed on gloo (python/tests/test_distributed_cpu.py) and the CPU torch tests. Only PyPI is reachable
 # from CI's machines (not the CPU-only wheel index), so this is PyPI's Linux torch wheel with the CUDA libraries it
 # depends on (about 3 GB; measured: see README's CI timing note); the tests use its CPU and gloo paths only.
+# diffusers (the version the GPU machine gets as a wheel, scripts/stage_peer_wheels.sh): the attention processors'
+# tests on tiny Wan and HunyuanVideo transformers (python/tests/test_attn_processor.py, test_model_hunyuan.py).
 # Entries are pip-name:import-name.
 PY_PACKAGES=(numpy:numpy safetensors:safetensors nanobind:nanobind scikit-build-core:scikit_build_core pytest:pytest
-             matplotlib:matplotlib hypothesis:hypothesis torch:torch)
+             matplotlib:matplotlib hypothesis:hypothesis torch:torch diffusers==0.36.0:diffusers)
 pymissing=()
 for entry in "${PY_PACKAGES[@]}"; do
   python3 -c "import ${entry#*:}" 2>/dev/null || pymissing+=("${entry%%:*}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -149,9 +149,67 @@ class Context:
     step: int = 0
 
 
+def timed_attention(ctx: Context, layer: int, q, k, v, orders, live_mask: Callable[[Backend, Any, Any], Any]):
+    """One self-attention call through the run's backend, timed into ctx.recorder (events start, layout, mask, kernel,
+    attention, end), with the masks recorded, replayed or computed live (`live_mask(backend, q_blocks, k_blocks)` ->
+    (counts, indices)) and the fp32 check of the layers in ctx.check_layers. q, k, v [1, N, H, D] in the model's token
+    order; orders = (perm, inverse) of the block token order; returns O [1, N, H, D] in the model's order."""
+    be, rec = ctx.backend, ctx.recorder
+    ev: Dict[str, Any] = {}
+
+    def mark(name):
+        if rec is not None:
+            ev[name] = rec.event()
+
+    mark("start")
+    if be.sparse:
+        qb, kb, vb = (be.gather(x, orders[0]) for x in (q, k, v))
+        mark("layout")
+        counts, idx = ctx.replay_store[layer] if ctx.replay else live_mask(be, qb, kb)
+        if ctx.record:
+            ctx.masks[layer] = (counts, idx)
+        mark("mask")
+        o = be.attend(qb, kb, vb, counts, idx, mark)
+        mark("attention")
+        if layer in ctx.check_layers:
+            check_attention(ctx, layer, be.as_hnd(qb), be.as_hnd(kb), be.as_hnd(vb), o, idx)
+        o = be.scatter(o, orders[1])
+    else:
+        mark("layout")
+        mark("mask")
+        o = be.attend(q, k, v, None, None, mark)
+        mark("attention")
+        if layer in ctx.check_layers:
+            check_attention(ctx, layer, q[0].transpose(0, 1), k[0].transpose(0, 1), v[0].transpose(0, 1), o, None)
+    mark("end")
+    if rec is not None:
+        rec.calls.append(ev)
+    if hasattr(be, "note_plan"):  # after the last event: host work outside the call's intervals
+        be.note_plan()
+    return o
+
+
+def check_attention(ctx: Context, layer: int, qh, kh, vh, o, idx) -> None:
+    """fp32 E(M) of sampled query rows of the first and last head against this call's output (idx None: every
+    block active), appended to ctx.checks."""
+    from bench.peers.gpu import Reference
+
+    h, n = qh.shape[0], qh.shape[1]
+    nb = -(-n // ctx.block)
+    if idx is None:
+        mask = torch.ones(h, nb, nb, dtype=torch.bool, device=qh.device)
+    else:
+        mask = index_lists_to_dense(idx[0], nb)
+    ref = Reference(qh, kh, vh, mask, ctx.block, ctx.block, heads=[0, h - 1])
+    err = ref.rel_l2(o[0].transpose(0, 1))
+    ctx.checks.append({"step": ctx.step, "layer": layer, "rel_l2": err, "reference": ref.describe(),
+                       "density": float(mask.float().mean())})
+
+
 def make_processor_class():
     """The timed processor: tessera.attn_processor.TesseraAttnProcessor (the user-facing class: projections, RoPE,
-    token order, output projection) with its attend() routed through the run's backend and timed."""
+    token order, output projection) with its attend() routed through the run's backend and timed, the masks VSA's
+    top-k on the live q and k."""
     from tessera.attn_processor import TesseraAttnProcessor
 
     class BenchProcessor(TesseraAttnProcessor):
@@ -164,59 +222,10 @@ def make_processor_class():
             raise AssertionError("BenchProcessor computes its masks in attend()")
 
         def attend(self, q, k, v):
-            ctx, be = self.ctx, self.ctx.backend
-            ev: Dict[str, Any] = {}
-            rec = ctx.recorder
-
-            def mark(name):
-                if rec is not None:
-                    ev[name] = rec.event()
-
-            mark("start")
-            if be.sparse:
-                orders = self.orders(q.shape[1], q.device)
-                qb, kb, vb = (be.gather(x, orders[0]) for x in (q, k, v))
-                mark("layout")
-                if ctx.replay:
-                    counts, idx = ctx.replay_store[self.layer]
-                else:
-                    counts, idx = vsa_topk(be.as_bshd(qb), be.as_bshd(kb), (ctx.block, ctx.block), ctx.density)
-                if ctx.record:
-                    ctx.masks[self.layer] = (counts, idx)
-                mark("mask")
-                o = be.attend(qb, kb, vb, counts, idx, mark)
-                mark("attention")
-                if self.layer in ctx.check_layers:
-                    self._check(be.as_hnd(qb), be.as_hnd(kb), be.as_hnd(vb), o, idx)
-                o = be.scatter(o, orders[1])
-            else:
-                mark("layout")
-                mark("mask")
-                o = be.attend(q, k, v, None, None, mark)
-                mark("attention")
-                if self.layer in ctx.check_layers:
-                    self._check(q[0].transpose(0, 1), k[0].transpose(0, 1), v[0].transpose(0, 1), o, None)
-            mark("end")
-            if rec is not None:
-                rec.calls.append(ev)
-            if hasattr(be, "note_plan"):  # after the last event: host work outside the call's intervals
-                be.note_plan()
-            return o
-
-        def _check(self, qh, kh, vh, o, idx):
-            """fp32 E(M) of sampled query rows of the first and last head against this call's output."""
-            from bench.peers.gpu import Reference
-
-            h, n = qh.shape[0], qh.shape[1]
-            nb = -(-n // self.ctx.block)
-            if idx is None:
-                mask = torch.ones(h, nb, nb, dtype=torch.bool, device=qh.device)
-            else:
-                mask = index_lists_to_dense(idx[0], nb)
-            ref = Reference(qh, kh, vh, mask, self.ctx.block, self.ctx.block, heads=[0, h - 1])
-            err = ref.rel_l2(o[0].transpose(0, 1))
-            self.ctx.checks.append({"step": self.ctx.step, "layer": self.layer, "rel_l2": err,
-                                    "reference": ref.describe(), "density": float(mask.float().mean())})
+            ctx = self.ctx
+            orders = self.orders(q.shape[1], q.device) if ctx.backend.sparse else None
+            return timed_attention(ctx, self.layer, q, k, v, orders, lambda be, qb, kb: vsa_topk(
+                be.as_bshd(qb), be.as_bshd(kb), (ctx.block, ctx.block), ctx.density))
 
     return BenchProcessor
 

@@ -34,6 +34,7 @@ for p in (REPO, os.path.join(REPO, "python")):
         sys.path.insert(0, p)
 
 SCHEMA = "tessera-model-loop/1"
+HUNYUAN_CONFIG_NAMES = ["hunyuan-768p", "tiny-hv"]  # bench/model/hunyuan.py HUNYUAN_CONFIGS (imported with torch)
 BF16_TOLERANCE = 1e-2  # relative L2, DESIGN.md section 1 (per attention call against the fp32 reference)
 
 
@@ -59,16 +60,18 @@ def rel_l2(a, b) -> Optional[float]:
     return x if math.isfinite(x) else None
 
 
-def mask_stats(idx, n_kvb: int) -> Dict[str, float]:
-    """Statistics of one layer's index lists [1, H, n_qb, K]: runs of consecutive kv blocks per row, the fraction of
-    rows that keep their own (diagonal) block, density."""
+def mask_stats(idx, n_kvb: int, counts=None) -> Dict[str, float]:
+    """Statistics of one layer's index lists [1, H, n_qb, K] (with `counts` [1, H, n_qb]: rows of fewer than K
+    blocks, the entries past a row's count repeating a listed block): blocks per row, density, runs of consecutive kv
+    blocks per row, the fraction of rows that keep their own (diagonal) block."""
     import torch
 
     s = torch.sort(idx[0].long(), dim=-1).values
     runs = 1 + (s[..., 1:] - s[..., :-1] > 1).sum(-1).float()
     rows = torch.arange(s.shape[1], device=s.device).view(1, -1, 1)
     diag = (s == rows).any(-1).float()
-    return {"k_per_row": int(s.shape[-1]), "density": s.shape[-1] / n_kvb, "runs_per_row": float(runs.mean()),
+    k = float(counts.float().mean()) if counts is not None else float(s.shape[-1])
+    return {"k_per_row": round(k, 3), "density": k / n_kvb, "runs_per_row": float(runs.mean()),
             "diagonal_inclusion": float(diag.mean())}
 
 
@@ -161,12 +164,14 @@ def speedups(backends: Dict[str, Dict[str, Any]]) -> Dict[str, Dict[str, float]]
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", default="wan14b-720p", help="wan14b-720p (default), wan1.3b-720p, wan1.3b-480p, tiny")
+    ap.add_argument("--config", default="wan14b-720p", help="wan14b-720p (default), wan1.3b-720p, wan1.3b-480p, tiny; "
+                    "hunyuan-768p (HunyuanVideo with the real STA masks, bench/model/hunyuan.py), tiny-hv")
     ap.add_argument("--layers", type=int, default=0, help="transformer blocks to build (0 = the config's all)")
     ap.add_argument("--backends", default="tessera,flex,flashinfer,dense")
     ap.add_argument("--steps", type=int, default=3, help="measured steps per backend after the warm-up step (>= 1)")
     ap.add_argument("--density", type=float, default=0.10, help="VSA top-k density per query block")
-    ap.add_argument("--block", type=int, default=64, help="block size in tokens (VSA: 64 = one 4x4x4 cube)")
+    ap.add_argument("--block", type=int, default=None, help="block size in tokens (default: Wan 64 = one VSA cube of "
+                    "4x4x4; HunyuanVideo the STA tile, 384 = 6x8x8)")
     ap.add_argument("--schedule-steps", type=int, default=50, help="steps of the schedule (and the extrapolation)")
     ap.add_argument("--seconds", type=float, default=400.0, help="time budget of the whole run")
     ap.add_argument("--out", default=os.path.join(REPO, "bench", "results", "model"))
@@ -183,6 +188,10 @@ def main(argv=None) -> int:
 
     import torch
 
+    if a.tessera_module_dir and a.tessera_module_dir not in sys.path:
+        # before anything imports the tessera package (the Wan loop's processor does): the package spans the
+        # tessera directories on sys.path when it is first imported
+        sys.path.insert(0, a.tessera_module_dir)
     device = torch.device(a.device)
     if a.flashinfer_jit_only:
         from bench.model.backends import make_backend
@@ -196,15 +205,25 @@ def main(argv=None) -> int:
     from bench.model.backends import BACKENDS, make_backend
     from bench.model.loop import CONFIGS, Loop, Recorder
 
-    if a.config not in CONFIGS:
-        ap.error(f"--config: unknown {a.config!r} (one of {', '.join(CONFIGS)})")
+    hv = a.config in HUNYUAN_CONFIG_NAMES
+    if a.config not in CONFIGS and not hv:
+        ap.error(f"--config: unknown {a.config!r} (one of {', '.join(list(CONFIGS) + HUNYUAN_CONFIG_NAMES)})")
     if a.steps < 1:
         ap.error("--steps: need >= 1")
     names = [b.strip() for b in a.backends.split(",") if b.strip()]
     for n in names:
         if n not in BACKENDS:
             ap.error(f"--backends: unknown {n!r} (one of {', '.join(BACKENDS)})")
-    cfg = CONFIGS[a.config]
+    if hv:
+        from bench.model.hunyuan import HUNYUAN_CONFIGS, HunyuanLoop
+
+        cfg = HUNYUAN_CONFIGS[a.config]
+        if a.block is not None and a.block != cfg.block:
+            ap.error(f"--block: {cfg.name} runs STA's tile of {cfg.block} tokens")
+        a.block = cfg.block
+    else:
+        cfg = CONFIGS[a.config]
+        a.block = a.block or 64
     layers = a.layers or cfg.layers
     if not 1 <= layers <= cfg.layers:
         ap.error(f"--layers: need 1..{cfg.layers} for {cfg.name}")
@@ -235,9 +254,23 @@ def main(argv=None) -> int:
         },
         "backends": {}, "agreement": {}, "speedups": {},
     }
+    if hv:
+        r.doc["config"].update(
+            density=None, video_tokens=cfg.video_tokens, tile=list(cfg.tile), tile_grid=list(cfg.tile_grid),
+            dual_layers=min(layers, cfg.dual_layers), single_layers=max(0, layers - cfg.dual_layers),
+            token_order="STA tile-major order of the video tokens (bench/model/sta.py), then the text tokens",
+            masks=("FastVideo's STA table (corpus/data), window per (step, layer, head); video tiles attend their "
+                   "window and the text block, the text block attends everything" if cfg.window is None else
+                   f"one window {list(cfg.window)} for every head (smoke config)"),
+            weights="random (diffusers' initialisation), bf16 (float32 on a CPU smoke run)",
+            guidance="embedded guidance 6.0 (HunyuanVideo's distilled guidance: one forward per step)",
+            schedule=f"flow matching, Euler, shift 7.0, {a.schedule_steps} steps; schedule steps "
+                     f"{cfg.first_step}..{cfg.first_step + a.steps} run (STA keeps steps 0-14 dense)")
+        r.doc["protocol"]["measured"] = (f"steps 1..{a.steps} of the loop (schedule steps {cfg.first_step + 1}.."
+                                         f"{cfg.first_step + a.steps}), each layer's STA mask of its step")
     r.log(f"{cfg.name}: {layers} of {cfg.layers} layers, {cfg.tokens} tokens, backends {names}, budget {a.seconds} s")
     try:
-        loop = Loop(cfg, layers, device, a.block, a.density, a.schedule_steps, a.seed)
+        loop = (HunyuanLoop if hv else Loop)(cfg, layers, device, a.block, a.density, a.schedule_steps, a.seed)
     except Exception as ex:
         r.doc["error"] = f"model build failed: {type(ex).__name__}: {ex}"
         r.write()
@@ -332,7 +365,7 @@ def main(argv=None) -> int:
             row["steps"].append({k: (round(v, 3) if isinstance(v, float) else v) for k, v in s.items()})
             if be.sparse and ctx.masks:
                 for layer in (0, layers - 1):
-                    st = mask_stats(ctx.masks[layer][1], -(-cfg.tokens // a.block))
+                    st = mask_stats(ctx.masks[layer][1], -(-cfg.tokens // a.block), ctx.masks[layer][0])
                     st.update(step=i, layer=layer)
                     if layer in keep:
                         st["overlap_with_previous_step"] = round(overlap(keep[layer], ctx.masks[layer][1]), 4)

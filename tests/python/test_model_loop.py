@@ -137,3 +137,57 @@ def test_summary_and_speedups():
     assert sp["tessera_vs_dense"]["attention"] == pytest.approx(3.0)
     assert sp["tessera_vs_dense"]["attention_plus_sparsifier"] == pytest.approx(2.5)
     assert sp["tessera_vs_dense"]["step"] == pytest.approx(200 / 110, abs=1e-3)
+
+
+# ------------------------------------------------------------------------------------------------ HunyuanVideo STA
+from bench.model.sta import joint_mask, sta_token_order  # noqa: E402
+from bench.peers.workloads import STA_GRID, load_sta_table, sta_head_mask, sta_mask  # noqa: E402
+
+
+@pytest.mark.parametrize("grid,tile", [((30, 48, 80), (6, 8, 8)), ((4, 8, 8), (2, 4, 4)), ((3, 5, 7), (1, 5, 7))])
+def test_sta_order_puts_each_tile_in_one_block_in_raster_order(grid, tile):
+    perm = sta_token_order(grid, tile)
+    n, b = int(np.prod(grid)), int(np.prod(tile))
+    assert perm.dtype == np.int64 and sorted(perm.tolist()) == list(range(n))
+    xyz = _coords(grid)[perm].reshape(n // b, b, 3)
+    tiles = xyz // np.array(tile)
+    assert (tiles == tiles[:, :1]).all()  # one tile per block
+    tg = [g // t for g, t in zip(grid, tile)]
+    want = np.stack(np.meshgrid(*(np.arange(g) for g in tg), indexing="ij"), -1).reshape(-1, 3)
+    assert np.array_equal(tiles[:, 0], want)  # tiles in tile-raster order
+    inner = xyz - tiles * np.array(tile)
+    assert np.array_equal(inner[0], _coords(tile))  # raster order inside a tile
+    with pytest.raises(ValueError):
+        sta_token_order((30, 48, 80), (7, 8, 8))
+
+
+def test_joint_mask_is_sta_on_video_tiles_and_dense_on_text():
+    wins = [(3, 3, 3), (1, 6, 10), (5, 6, 10), (3, 1, 5)]
+    m = joint_mask(wins, STA_GRID, text=True)
+    nt = int(np.prod(STA_GRID))
+    assert m.shape == (4, nt + 1, nt + 1)
+    for h, w in enumerate(wins):
+        assert np.array_equal(m[h, :nt, :nt], sta_head_mask(w))
+    assert m[:, :, nt].all() and m[:, nt, :].all()
+    assert np.array_equal(joint_mask(wins, STA_GRID, text=False), m[:, :nt, :nt])
+    table = load_sta_table()  # the real table: the windows of (step 20, layer 10) as the peers' STA workload
+    wins = [tuple(table[f"20_10_{h}"]) for h in range(24)]
+    assert np.array_equal(joint_mask(wins, STA_GRID, text=False), sta_mask(table, 20, 10))
+
+
+def test_sta_index_lists_rebuild_the_joint_mask():
+    torch = pytest.importorskip("torch")
+    from bench.model.hunyuan import HUNYUAN_CONFIGS, StaMasks
+    from bench.model.vsa import index_lists_to_dense
+
+    for name in ("tiny-hv", "hunyuan-768p"):
+        cfg = HUNYUAN_CONFIGS[name]
+        sm = StaMasks(cfg, torch.device("cpu"))
+        for step, layer in ((20, 0), (33, 59)):
+            counts, idx = sm(step, layer)
+            dense = sm.dense(step, layer)
+            nb = dense.shape[-1]
+            assert counts.shape == (1, cfg.heads, nb) and idx.dtype == torch.int32
+            assert torch.equal(counts[0], torch.from_numpy(dense.sum(-1)).int())
+            assert torch.equal(index_lists_to_dense(idx[0], nb), torch.from_numpy(dense))
+            assert nb == int(np.prod(cfg.tile_grid)) + 1 and -(-cfg.tokens // cfg.block) == nb
