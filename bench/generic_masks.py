@@ -15,7 +15,7 @@ Seeds are 1000 + (family, recipe, request), never the scoreboard's (100 + family
 profiling requests (N = 16,384 x 12 heads and N = 45,056 x 24 heads) and one evaluation request (N = 32,768 x 16
 heads, the scoreboard's geometry with other draws); density: the family's target times 0.8 / 1.2 / 1.0.
 
-Usage: bench/generic_masks.py --out DIR [--families Q128K64,...] [--list]
+Usage: bench/generic_masks.py --out DIR [--families Q128K64,...]   |   bench/generic_masks.py --list [--families ...]
 Files: DIR/<family>__<recipe>__r<k>.safetensors (the corpus mask-file format, kind "synthetic").
 """
 from __future__ import annotations
@@ -64,19 +64,42 @@ def write_mask_file(path: str, dense: np.ndarray, meta: dict) -> None:
         f.write(len(header).to_bytes(8, "little") + header + packed.tobytes())
 
 
+def check_out_dir(path: str) -> str:
+    """The output directory, created if missing; an error message (not an exception) when it cannot be used."""
+    if not path:
+        return "--out: empty path"
+    if os.path.exists(path) and not os.path.isdir(path):
+        return f"--out: {path!r} exists and is not a directory"
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as ex:
+        return f"--out: cannot create {path!r}: {ex.strerror or ex}"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return f"--out: {path!r} is not writable"
+    return ""
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True, help="directory for the mask files (created)")
+    ap.add_argument("--out", help="directory for the mask files (created if missing; needed unless --list)")
     ap.add_argument("--families", default=",".join(f[0] for f in FAMILIES),
                     help="comma-separated families (default: the nine of bench/peers/workloads.py)")
-    ap.add_argument("--list", action="store_true", help="print the requests and exit")
+    ap.add_argument("--list", action="store_true", help="print the requests (file name, split, N, heads, density, "
+                                                        "seed) and exit; writes nothing")
     a = ap.parse_args(argv)
     spec = {f[0]: f for f in FAMILIES}
-    fams = [f for f in a.families.split(",") if f]
+    fams = [f.strip() for f in a.families.split(",") if f.strip()]
     unknown = [f for f in fams if f not in spec]
-    if unknown or not fams:
-        ap.error(f"--families: unknown {unknown} (known: {', '.join(spec)})")
-    os.makedirs(a.out, exist_ok=True)
+    if unknown:
+        ap.error(f"--families: unknown {', '.join(map(repr, unknown))} (known: {', '.join(spec)})")
+    if not fams:
+        ap.error(f"--families: no family given (known: {', '.join(spec)})")
+    if not a.list:
+        if a.out is None:
+            ap.error("--out: required (the directory for the mask files)")
+        err = check_out_dir(a.out)
+        if err:
+            ap.error(err)
     for fam in fams:
         _, bq, bkv, dens = spec[fam]
         fi = FAMILIES.index(spec[fam])
@@ -84,24 +107,33 @@ def main(argv=None) -> int:
             for k, (split, n, heads, factor) in enumerate(REQUESTS):
                 seed = 1000 + 100 * fi + 10 * ri + k
                 d = dens * factor
-                path = os.path.join(a.out, f"{fam}__{recipe}__r{k}.safetensors")
+                name = f"{fam}__{recipe}__r{k}.safetensors"
                 if a.list:
-                    print(f"{path} {split} N={n} heads={heads} density={d:.3f} seed={seed}")
+                    print(f"{name} {split} N={n} heads={heads} density={d:.3f} seed={seed}", flush=True)
                     continue
+                path = os.path.join(a.out, name)
                 rng = np.random.default_rng(seed)
                 n_qb, n_kvb = n_blocks(n, bq), n_blocks(n, bkv)
                 m = (band_random(heads, n_qb, n_kvb, d, rng) if recipe == "band_random"
                      else topk_field(heads, n_qb, n_kvb, bq, bkv, d, rng))
-                write_mask_file(path, m, {
-                    "family": fam, "source_id": f"generic-{recipe}", "model": f"generic-n{n}",
-                    "sparsifier": recipe, "kind": "synthetic", "token_order": "raster", "split": split,
-                    "head_ids": ",".join(map(str, range(heads))),
-                    "notes": json.dumps({"recipe": recipe, "target_density": d, "generator": "bench/generic_masks.py"}),
-                    "n_q": n, "n_kv": n, "tokens_real": n, "block_q": bq, "block_kv": bkv,
-                    "step": 0, "layer": 0, "chunk": 100 * fi + 10 * ri + k, "index": k, "seed": seed})
+                try:
+                    write_mask_file(path, m, {
+                        "family": fam, "source_id": f"generic-{recipe}", "model": f"generic-n{n}",
+                        "sparsifier": recipe, "kind": "synthetic", "token_order": "raster", "split": split,
+                        "head_ids": ",".join(map(str, range(heads))),
+                        "notes": json.dumps({"recipe": recipe, "target_density": d, "generator": "bench/generic_masks.py"}),
+                        "n_q": n, "n_kv": n, "tokens_real": n, "block_q": bq, "block_kv": bkv,
+                        "step": 0, "layer": 0, "chunk": 100 * fi + 10 * ri + k, "index": k, "seed": seed})
+                except OSError as ex:
+                    print(f"generic_masks: cannot write {path}: {ex.strerror or ex}", file=sys.stderr)
+                    return 1
                 print(f"{path} {split} density {m.mean():.4f}", flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # `--list | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)

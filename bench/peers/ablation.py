@@ -146,8 +146,20 @@ def parse_args(argv=None) -> argparse.Namespace:
         ap.error(f"--families: unknown {bad} (known: {', '.join(FAMILY_NAMES)})")
     if a.requests < 1:
         ap.error("--requests: must be >= 1")
-    if not a.seconds > 0:
-        ap.error("--seconds: must be > 0")
+    if not (a.seconds > 0 and math.isfinite(a.seconds)):
+        ap.error("--seconds: must be a finite number > 0")
+    if a.tessera_module_dir is not None and not os.path.isdir(a.tessera_module_dir):
+        ap.error(f"--tessera-module-dir: {a.tessera_module_dir!r} is not a directory")
+    if not a.out:
+        ap.error("--out: empty path")
+    if os.path.exists(a.out) and not os.path.isdir(a.out):
+        ap.error(f"--out: {a.out!r} exists and is not a directory")
+    try:
+        os.makedirs(a.out, exist_ok=True)
+    except OSError as ex:
+        ap.error(f"--out: cannot create {a.out!r}: {ex.strerror or ex}")
+    if not os.access(a.out, os.W_OK | os.X_OK):
+        ap.error(f"--out: {a.out!r} is not writable")
     return a
 
 
@@ -162,12 +174,23 @@ def main(argv=None) -> int:
         print("ablation: needs a CUDA GPU (the plan sweep is the GPU runtime's)", file=sys.stderr)
         return 2
     dev = torch.device("cuda")
-    os.makedirs(a.out, exist_ok=True)
     timer = gpu.Timer(dev)
     ts = systems.Tessera(find_module_dir(a.tessera_module_dir), dev, timer)
     t_end = time.monotonic() + a.seconds
     hnd = gpu.make_qkv(N_TOKENS, HEADS, HEAD_DIM, 0, dev)
     rows: List[dict] = []
+    meta = {"revision": open(".revision").read().strip() if os.path.exists(".revision") else ts.git_revision,
+            "gpu": torch.cuda.get_device_properties(dev).name, "date": time.strftime("%Y-%m-%d"),
+            "command": " ".join(["bench/peers/ablation.py"] + list(argv if argv is not None else sys.argv[1:])),
+            "tessera_module": ts.module_file}
+
+    def write(rows_: List[dict], meta_: dict) -> None:  # after every request: a stopped run keeps what it measured
+        summary = summarize(rows_)
+        with open(os.path.join(a.out, "ablation.json"), "w") as f:
+            json.dump({**meta_, "rows": rows_, "summary": summary}, f, indent=1)
+        with open(os.path.join(a.out, "ablation.md"), "w") as f:
+            f.write(markdown(summary, meta_))
+
     for w in workloads(a.families, a.requests):
         if time.monotonic() > t_end:
             print(f"ablation: {w.name}: not run (time budget)", flush=True)
@@ -222,21 +245,13 @@ def main(argv=None) -> int:
         timer.sync()
         cold_a1 = (time.perf_counter() - t0) * 1e3
         rows.append(measure("A1", best, cold_a1, f"searched {len(plans) - failed} plans ({failed} failed)"))
+        write(rows, meta)
         r = {x["system"]: x for x in rows[-3:]}
         print(f"[{a.seconds - (t_end - time.monotonic()):6.1f} s] {w.name}: " + ", ".join(
             f"{s} cold {r[s]['cold_ms']:.2f} warm {r[s]['warm_ms']:.2f} kernel {r[s]['kernel_ms']:.3f} ms"
             for s in SYSTEMS if s in r and "cold_ms" in r[s]), flush=True)
-    summary = summarize(rows)
-    props = torch.cuda.get_device_properties(dev)
-    meta = {"revision": open(".revision").read().strip() if os.path.exists(".revision") else ts.git_revision,
-            "gpu": props.name, "date": time.strftime("%Y-%m-%d"), "command": " ".join(["bench/peers/ablation.py"] +
-                                                                                      list(argv or sys.argv[1:])),
-            "tessera_module": ts.module_file}
-    with open(os.path.join(a.out, "ablation.json"), "w") as f:
-        json.dump({**meta, "rows": rows, "summary": summary}, f, indent=1)
-    with open(os.path.join(a.out, "ablation.md"), "w") as f:
-        f.write(markdown(summary, meta))
-    print(markdown(summary, meta))
+    write(rows, meta)
+    print(markdown(summarize(rows), meta))
     bad = [x for x in rows if x.get("rel_l2") is not None and x["rel_l2"] > 1e-2]
     if bad:
         print(f"ablation: {len(bad)} outputs fail the bf16 check: {[(x['request'], x['system']) for x in bad]}")
