@@ -6,9 +6,11 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "core/profile_record_check.hpp"  // kWholeRequestSuffix
 #include "tessera/error.hpp"
+#include "tessera/geometry.hpp"
 #include "tessera_corpus/mask_file.hpp"
 
 namespace tessera::corpus {
@@ -72,6 +74,12 @@ std::vector<MaskFileInput> list_mask_files(const std::vector<std::string>& paths
       MaskFileInput in;
       in.path = file;
       in.meta = read_mask_file(file).meta;
+      // A geometry the runtime refuses would stop the profile at this file, after the files before it: refused now.
+      for (const auto& [field, b] : {std::pair<const char*, int>{"block_q", in.meta.block_q}, {"block_kv", in.meta.block_kv}})
+        if (b < kMinBlockSize || b > kMaxBlockSize || b % 16 != 0)
+          throw Error(ErrorCode::kFormatError, file,
+                      fmt::format("metadata '{}' = {}: attention blocks are multiples of 16 tokens in [{}, {}]", field,
+                                  b, kMinBlockSize, kMaxBlockSize));
       try {
         in.case_id = case_record_fields(in.meta, "sm90a").case_id;
       } catch (const Error& e) {

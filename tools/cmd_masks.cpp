@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "commands.hpp"
@@ -142,21 +143,28 @@ void add_masks_command(CLI::App& app) {
     std::map<std::string, std::pair<int, CaseStats>> src;
     std::map<std::string, int> split;
     const std::vector<std::string> files = mask_files(stat_inputs);  // before any output: none found is an error
+    // Every file is read before anything is printed, so that a bad file fails the command with no partial table.
+    std::vector<std::pair<corpus::CaseMeta, CaseStats>> read;
+    read.reserve(files.size());
+    for (const auto& f : files) {
+      const corpus::Case c = corpus::read_mask_file(f);
+      read.emplace_back(c.meta, corpus::case_stats(c.mask, c.meta.block_q, c.meta.block_kv));
+    }
     fmt::print("{:<12} {:>6} {:>8} {:>9} {:>8} {:>8} {:>7} {:>8}  run-length histogram (fraction of runs: ", "family",
                "cases", "density", "runs/row", "min/row", "max/row", "empty", "diag");
     for (int b = 0; b < corpus::kRunBuckets; ++b) fmt::print("{}{}", b ? " " : "", corpus::run_bucket_label(b));
     fmt::print(")\n");
-    for (const auto& f : files) {
-      const corpus::Case c = corpus::read_mask_file(f);
-      const CaseStats s = corpus::case_stats(c.mask, c.meta.block_q, c.meta.block_kv);
-      if (per_file) print_stats_row(fs::path(f).filename().string(), 1, s);
-      auto& e = fam[c.meta.family];
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      const corpus::CaseMeta& meta = read[i].first;
+      const CaseStats& s = read[i].second;
+      if (per_file) print_stats_row(fs::path(files[i]).filename().string(), 1, s);
+      auto& e = fam[meta.family];
       ++e.first;
       e.second.add(s);
-      auto& g = src[c.meta.family + " / " + c.meta.source_id];
+      auto& g = src[meta.family + " / " + meta.source_id];
       ++g.first;
       g.second.add(s);
-      ++split[c.meta.split];
+      ++split[meta.split];
     }
     for (const auto& [name, e] : fam) print_stats_row(name, e.first, e.second);
     fmt::print("\nper source (cases, density, runs/row, min/max blocks per row):\n");

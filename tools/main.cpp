@@ -1,7 +1,9 @@
 // The `tessera` command line. Each command lives in its own cmd_*.cpp and is registered here.
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
 
@@ -39,6 +41,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "tessera: error: %s\n", e.what());
       return 1;
     }
+  }
+  // A command's report is its result: output that could not be written (a full disk, /dev/full, a closed pipe) is a
+  // failure, not a success with nothing printed.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "tessera: error: writing the standard output failed: %s\n", std::strerror(errno));
+    return 1;
   }
   return 0;
 }

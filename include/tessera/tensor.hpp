@@ -37,8 +37,9 @@ struct TensorView {
     for (int i = 0; i < rank; ++i) n *= shape[i];
     return n;
   }
-  /// True when the strides are the row-major (C-contiguous) strides of the shape.
+  /// True when the strides are the row-major (C-contiguous) strides of the shape (an empty tensor, numel 0: always).
   bool is_contiguous() const noexcept {
+    if (numel() == 0) return true;  // no element is addressed: any strides describe the same (empty) layout
     std::int64_t s = 1;
     for (int i = rank - 1; i >= 0; --i) {
       if (shape[i] != 1 && stride[i] != s) return false;

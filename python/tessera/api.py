@@ -11,6 +11,7 @@ block gets O = 0 and LSE = -inf.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Dict, Optional
 
 import numpy as np
@@ -161,8 +162,9 @@ def _to_bnhd(x, torch_in: bool):
 
 
 def _scale_value(scale) -> float:
-    """scale as a float: Python/numpy reals, 0-d numpy arrays and 0-d CPU torch float tensors; not bool or str."""
-    ok = isinstance(scale, (int, float, np.integer, np.floating)) and not isinstance(scale, (bool, np.bool_))
+    """scale as a float: Python/numpy reals (numbers.Real: int, float, Fraction, numpy scalars), 0-d numpy arrays and
+    0-d CPU torch float tensors; not bool or str."""
+    ok = isinstance(scale, (numbers.Real, np.integer, np.floating)) and not isinstance(scale, (bool, np.bool_))
     ok = ok or (_arrays.is_numpy(scale) and scale.shape == () and scale.dtype.kind in "fiu")
     ok = ok or (_arrays.is_torch(scale) and scale.dim() == 0 and not scale.is_cuda and scale.dtype.is_floating_point)
     if not ok:
@@ -172,7 +174,8 @@ def _scale_value(scale) -> float:
     try:
         return float(scale)
     except OverflowError:
-        raise TesseraError("scale", f"must be finite, got {scale!r}"[:200]) from None
+        what = f"an integer of {len(str(abs(scale)))} digits" if isinstance(scale, int) else repr(scale)[:80]
+        raise TesseraError("scale", f"must be finite, got {what}") from None
 
 
 MAX_SCALE = 1e4

@@ -153,7 +153,17 @@ def merge_attention_lse(o_a, lse_a, o_b, lse_b):
     o_a, o_b: [B, N, H, D] (`return_lse=True` outputs of block_sparse_attention, layout "bshd"); lse_a, lse_b:
     [B, H, N] float32/float64, natural log, -inf for a query with no key in that part. numpy arrays or torch tensors
     (both parts the same kind). Returns (O [B, N, H, D] in o_a's dtype, LSE [B, H, N]); a query with no key in either
-    part gets O = 0 and LSE = -inf."""
+    part gets O = 0 and LSE = -inf. Raises TesseraError naming the argument for a non-array, an array of the other
+    kind (numpy against torch), an integer LSE, or mismatched shapes."""
+    kind = _array_kind(o_a)
+    if kind is None:
+        raise TesseraError("o_a", f"expected a numpy array or a torch tensor, got {type(o_a).__name__}")
+    for name, x in (("lse_a", lse_a), ("o_b", o_b), ("lse_b", lse_b)):
+        if _array_kind(x) != kind:
+            raise TesseraError(name, f"expected a {kind} array like o_a, got {type(x).__name__}")
+    for name, x in (("lse_a", lse_a), ("lse_b", lse_b)):
+        if not (x.dtype.is_floating_point if kind == "torch" else x.dtype.kind == "f"):
+            raise TesseraError(name, f"expected a floating-point LSE, got dtype {x.dtype}")
     xp, swap, cast = _array_ops(o_a)
     if tuple(o_a.shape) != tuple(o_b.shape):
         raise TesseraError("o_b", f"shape {tuple(o_b.shape)} differs from o_a's {tuple(o_a.shape)}")
@@ -170,6 +180,16 @@ def merge_attention_lse(o_a, lse_a, o_b, lse_b):
     lse = xp.where(finite, m0 + xp.log(tot), m)
     o = o_a * swap(wa / tot)[..., None] + o_b * swap(wb / tot)[..., None]  # weights [B, H, N] -> [B, N, H, 1]
     return cast(o, o_a), lse
+
+
+def _array_kind(x):
+    """"torch", "numpy" or None."""
+    mod = type(x).__module__.split(".")[0]
+    if mod == "torch" and hasattr(x, "dtype") and hasattr(x, "shape"):
+        return "torch"
+    if mod == "numpy" and hasattr(x, "dtype") and hasattr(x, "shape") and hasattr(x, "ndim"):
+        return "numpy"
+    return None
 
 
 def _array_ops(x):

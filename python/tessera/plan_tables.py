@@ -35,7 +35,8 @@ def load_plan_table(path) -> Optional[Dict[str, Any]]:
       TesseraError("plan_table_path"): the file is missing, unreadable or a directory (``code`` "io error"), or not
         a table this build can use (``code`` "format error": corrupt JSON, another catalog_version or
         format_version, an unknown arch, a ranking that does not end with its base plan, ...); the message names
-        the file. Also for a ``path`` that is neither None, a str nor os.PathLike (``code`` "invalid argument").
+        the file. Also for a ``path`` that is neither None, a str nor os.PathLike, or an empty path (``code``
+        "invalid argument").
     """
     global _active
     from .api import _C  # the native module, imported on first use
@@ -48,6 +49,8 @@ def load_plan_table(path) -> Optional[Dict[str, Any]]:
         return None
     if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
         raise TesseraError("plan_table_path", f"expected a path (str or os.PathLike) or None, got {path!r}"[:200])
+    if os.fspath(path) == "":
+        raise TesseraError("plan_table_path", "empty path (pass None to go back to the embedded tables)")
     full = os.path.abspath(os.fspath(path))
     try:
         info = dict(native.check_plan_table(full))

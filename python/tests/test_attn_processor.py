@@ -56,6 +56,15 @@ def test_lse_merge_errors_name_the_argument():
     with pytest.raises(tessera.TesseraError) as e:
         merge_attention_lse(o, lse, o, lse[:, :1])
     assert e.value.argument == "lse_b"
+    for args, argument in (((o, None, o, lse), "lse_a"), ((list(o), lse, o, lse), "o_a"),
+                           ((o, lse, o, lse.astype(np.int32)), "lse_b")):
+        with pytest.raises(tessera.TesseraError) as e:
+            merge_attention_lse(*args)
+        assert e.value.argument == argument
+    torch = pytest.importorskip("torch")
+    with pytest.raises(tessera.TesseraError) as e:  # numpy against torch
+        merge_attention_lse(o, lse, torch.from_numpy(o), lse)
+    assert e.value.argument == "o_b"
 
 
 # ------------------------------------------------------------------------------------------------ with torch

@@ -271,6 +271,17 @@ def mask_files(tessera, work):
     check(rc == 2 and bad_dir in se and "io error" in se, "inspect-mask DIR: io error naming the path", so + se)
 
 
+def lost_stdout(tessera, work):
+    """Output that cannot be written (/dev/full) fails the command (exit 1, the reason on stderr)."""
+    if not os.path.exists("/dev/full"):
+        return
+    for args in (["version"], ["inspect", "plan", "sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4"]):
+        with open("/dev/full", "w") as full:
+            p = subprocess.run([tessera, *args], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+        check(p.returncode == 1 and "standard output" in p.stderr, f"{' '.join(args)} > /dev/full fails",
+              f"rc {p.returncode}\n{p.stderr}")
+
+
 def profile_masks(tessera, work):
     """`tessera profile --masks`: the user's mask files (corpus format): the case list (--list, no GPU) and its errors."""
     corpus = os.path.join(work, "cli_corpus")  # written by mask_files()
@@ -315,6 +326,12 @@ def profile_masks(tessera, work):
     bad = os.path.join(work, "bad_masks", "bad.safetensors")  # padding bits set, written by mask_files()
     rc, so, se = run(tessera, "profile", "--list", "--masks", fam_dir, bad)
     check(rc == 2 and bad in se and "padding" in se, "profile --masks: a malformed file is named", so + se)
+    # a block size the runtime refuses stops the command before anything is profiled, naming the file and field
+    odd = os.path.join(work, "bad_masks", "block15.safetensors")
+    crafted_mask(odd, {"block_q": "15", "block_kv": "16", "n_q": "120", "n_kv": "128", "tokens_real": "120"})
+    rc, so, se = run(tessera, "profile", "--list", "--masks", fam_dir, odd)
+    check(rc == 2 and odd in se and "'block_q' = 15" in se and so == "", "profile --masks: a 15-token block is refused",
+          so + se)
     rc, so, se = run(tessera, "profile", "--list", "--masks", fam_dir, "--families", "Q16K16")
     check(100 <= rc <= 115 and "excludes" in (so + se), "profile --masks excludes --families", so + se)
     rc, so, se = run(tessera, "profile", "--list", "--masks", fam_dir, "--cases-per-split", "2")
@@ -378,8 +395,8 @@ def crafted_mask_files(tessera, work):
         crafted_mask(p, meta, tensor, data)
         for args in (["inspect-mask", p], ["masks", "stats", p], ["masks", "render", p, "--out", p + ".png"]):
             rc, so, se = run(tessera, *args)
-            check(rc == 2 and "format error" in se and p in se and needle in se, f"{' '.join(args[:2])} {name}",
-                  f"rc {rc}\n" + so + se)
+            check(rc == 2 and "format error" in se and p in se and needle in se and (args[1] != "stats" or so == ""),
+                  f"{' '.join(args[:2])} {name} (masks stats: no partial table)", f"rc {rc}\n" + so + se)
     p = os.path.join(d, "masknum.safetensors")
     with open(p, "wb") as f:
         h = json.dumps({"__metadata__": {"format": "tessera-mask-v1"}, "mask": 5}).encode()
@@ -676,6 +693,7 @@ def main():
     mask_files(tessera, work)
     profile_masks(tessera, work)
     crafted_mask_files(tessera, work)
+    lost_stdout(tessera, work)
     corpus_commands(tessera, work)
     whole_requests(tessera, work)
     output_paths(tessera, work)
