@@ -61,6 +61,20 @@ def _pair(v, name: str) -> Tuple[int, int]:
     return int(a), int(b)
 
 
+def _block_pair(v, name: str) -> Tuple[int, int]:
+    """_pair, each a block size (_check_block): what the mask converters take, checked when the mask is built."""
+    a, b = _pair(v, name)
+    return _check_block(a, name), _check_block(b, name)
+
+
+def _check_block(b: int, name: str) -> int:
+    """A block size in tokens: a multiple of 16 in [16, 1024] (DESIGN.md section 2), checked when the mask is built
+    rather than at the call."""
+    if not (16 <= b <= 1024 and b % 16 == 0):
+        raise TesseraError(name, f"{b} is not a block size: multiples of 16 tokens in [16, 1024]")
+    return b
+
+
 def _positive_int(v, name: str) -> int:
     if type(v) is int and v > 0:
         return v
@@ -86,7 +100,7 @@ def from_dense(dense, block_size=None) -> MaskSpec:
         name = str(dense.dtype).replace("torch.", "")
         raise TesseraError("block_mask", f"a dense block mask is bool or uint8, got dtype {name}")
     return MaskSpec("dense", dense, None, tuple(dense.shape),
-                    None if block_size is None else _pair(block_size, "block_size"))
+                    None if block_size is None else _block_pair(block_size, "block_size"))
 
 
 def _csr_spec(row_offsets, col_indices, extents, block_size=None, arg="block_mask") -> MaskSpec:
@@ -151,8 +165,8 @@ def from_flashinfer_bsr(indptr, indices, R: int, C: int, num_heads: Optional[int
     Raises TesseraError naming "indptr", "indices", "R", "C" or "num_heads". numpy inputs are checked here;
     CUDA tensors are checked on the device at the call.
     """
-    r = _positive_int(R, "R")
-    c = _positive_int(C, "C")
+    r = _check_block(_positive_int(R, "R"), "R")
+    c = _check_block(_positive_int(C, "C"), "C")
     ip = as_int32(indptr, "indptr")
     ix = as_int32(indices, "indices")
     if ip.ndim != 1 or ip.shape[0] < 2:

@@ -83,6 +83,10 @@ def test_flashinfer_bsr_errors():
         (lambda: f(ok_ptr, ok_idx, 16, -1), "C"),
         (lambda: f(ok_ptr, ok_idx, 16, 16, num_heads=3), "num_heads"),        # 2 rows, 3 heads
         (lambda: f(ok_ptr, np.array([0, 2**40]), 16, 16), "indices"),         # does not fit in int32
+        (lambda: f(ok_ptr, ok_idx, 15, 16), "R"),                              # not a multiple of 16
+        (lambda: f(ok_ptr, ok_idx, 16, 2048), "C"),                            # above 1024
+        (lambda: tessera.from_dense(np.ones((1, 1, 2, 2), bool), block_size=15), "block_size"),
+        (lambda: tessera.from_dense(np.ones((1, 1, 2, 2), bool), block_size=(48, 8)), "block_size"),
     ]
     for fn, arg in cases:
         with pytest.raises(tessera.TesseraError) as e:
