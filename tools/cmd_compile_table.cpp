@@ -64,6 +64,11 @@ void run_compile(const CompileArgs& a) {
   table.gpu_name = a.gpu_name;
   write_text_file(a.out, plan_table_to_json(table) + "\n", "--out");
   fmt::print("{} records; {} keys -> {}\n", records.size(), table.trees.size(), a.out);
+  for (const auto& [key, tree] : table.trees)  // docs/selection.md: the fallback when no record names the default
+    if (!opt.base_plans.count(key))
+      fmt::print(stderr, "note: no record of key {} has \"role\": \"default\"; its base plan (the end of every "
+                 "ranking) is the plan measured valid on the most cases, fastest geometric mean: {}\n", key,
+                 tree.base_plan);
   fmt::print("{:<28} {:>6} {:>6} {:>7}  {}\n", "key", "cases", "depth", "leaves", "cv log-regret by depth");
   for (const KeyReport& k : reports) {
     std::string cv;

@@ -187,19 +187,50 @@ double percentile(std::vector<double> v, double q) {
 
 }  // namespace
 
+namespace {
+
+/// The record's field `name` (a JSON string or boolean), else a format error naming the field.
+const json& record_field(const json& j, const char* name) {
+  if (!j.is_object()) throw Error(ErrorCode::kFormatError, "profile", fmt::format("a record is a JSON object, got {}", j.type_name()));
+  const auto it = j.find(name);
+  if (it == j.end()) throw Error(ErrorCode::kFormatError, "profile", fmt::format("field '{}' missing", name));
+  return *it;
+}
+
+std::string string_field(const json& j, const char* name, bool required = true) {
+  if (!required && j.is_object() && !j.contains(name)) return "";
+  const json& v = record_field(j, name);
+  if (!v.is_string())
+    throw Error(ErrorCode::kFormatError, "profile", fmt::format("field '{}' must be a string, got {}", name, v.type_name()));
+  return v.get<std::string>();
+}
+
+bool bool_field(const json& j, const char* name) {
+  const json& v = record_field(j, name);
+  if (!v.is_boolean())
+    throw Error(ErrorCode::kFormatError, "profile", fmt::format("field '{}' must be true or false, got {}", name, v.type_name()));
+  return v.get<bool>();
+}
+
+}  // namespace
+
 ProfileRecord profile_record_from_json(const std::string& line, FeaturePresence* present) {
   ProfileRecord r;
   try {
     const json j = json::parse(line);
-    r.case_id = j.at("case").get<std::string>();
-    r.source = j.at("source").get<std::string>();
-    r.request = j.value("request", "");
-    r.split = j.at("split").get<std::string>();
+    r.case_id = string_field(j, "case");
+    r.source = string_field(j, "source");
+    r.request = string_field(j, "request", false);
+    r.split = string_field(j, "split");
     if (r.split != "profile" && r.split != "eval")
       throw Error(ErrorCode::kFormatError, "profile", "field 'split' must be \"profile\" or \"eval\", got \"" + r.split + "\"");
-    r.key = j.at("key").get<std::string>();
+    r.key = string_field(j, "key");
+    const json& features = record_field(j, "features");
+    if (!features.is_object())
+      throw Error(ErrorCode::kFormatError, "profile",
+                  fmt::format("field 'features' must be an object of feature values, got {}", features.type_name()));
     FeaturePresence seen{};
-    for (const auto& [name, v] : j.at("features").items()) {
+    for (const auto& [name, v] : features.items()) {
       // An unknown name is this record's fault: the error names "profile" and the field, not "feature".
       int f = -1;
       for (int i = 0; i < kFeatureCount && f < 0; ++i)
@@ -216,10 +247,10 @@ ProfileRecord profile_record_from_json(const std::string& line, FeaturePresence*
                     fmt::format("field 'features' lacks '{}' (a record of an older feature schema: "
                                 "`tessera profile-refeature` fills it in)",
                                 feature_name(static_cast<Feature>(f))));
-    r.plan = j.at("plan").get<std::string>();
-    r.latency_us = json_number(j.at("latency_us"), "profile", "field 'latency_us'");
-    r.valid = j.at("valid").get<bool>();
-    r.role = j.value("role", "");
+    r.plan = string_field(j, "plan");
+    r.latency_us = json_number(record_field(j, "latency_us"), "profile", "field 'latency_us'");
+    r.valid = bool_field(j, "valid");
+    r.role = string_field(j, "role", false);
   } catch (const json::exception& e) {
     throw Error(ErrorCode::kFormatError, "profile", std::string("bad record: ") + e.what());
   }

@@ -66,6 +66,12 @@ def compile_table(tessera, work):
     rc, so, se = run(tessera, "compile-table", "--in", path, "--out", out, "--min-leaf", "1")
     check(rc == 0 and os.path.exists(out), "compile-table on good records", so + se)
     check("no record has \"role\": \"direct\"" in so and "over 0 cases" not in so, "no-direct summary", so)
+    check("note:" not in se, "compile-table: no note when every key has a default-role record", se)
+    no_default = os.path.join(work, "no_default.jsonl")
+    write(no_default, [record(key, plan, case="F/s0/0"), record(key, plan, case="F/s0/1", split="eval")])
+    rc, so, se = run(tessera, "compile-table", "--in", no_default, "--out", os.path.join(work, "nd.json"), "--min-leaf", "1")
+    check(rc == 0 and f"no record of key {key} has \"role\": \"default\"" in se and plan in se,
+          "compile-table says which base plan it took for a key without a default-role record", so + se)
     with open(out) as f:
         table_plain = json.load(f)
     gz = os.path.join(work, "good.jsonl.gz")  # the committed record sets are gzip-compressed
@@ -110,6 +116,13 @@ def compile_table(tessera, work):
         "split_bad": ([record(key, plan, split="profiling")], "split"),
         "empty": ([], "no profile record"),
         "none_valid": ([record(key, plan, valid=False)], "valid"),
+        # JSON of the wrong type or a missing field: the error names the field (was a raw JSON library message)
+        "valid_number": ([record(key, plan).replace('"valid": true', '"valid": 1')], "field 'valid' must be true or false"),
+        "case_missing": ([record(key, plan).replace('"case": "F/s0/0", ', '')], "field 'case' missing"),
+        "features_number": ([json.dumps({**json.loads(record(key, plan)), "features": 5})],
+                            "field 'features' must be an object"),
+        "plan_number": ([json.dumps({**json.loads(record(key, plan)), "plan": 3})], "field 'plan' must be a string"),
+        "not_object": (["[1, 2]"], "a record is a JSON object"),
     }
     for name, (lines, needle) in bad_cases.items():
         p = os.path.join(work, name + ".jsonl")
