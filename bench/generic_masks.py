@@ -28,6 +28,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peers.paths import out_dir_error  # noqa: E402
 from peers.workloads import FAMILIES, band_random, n_blocks  # noqa: E402
 
 RECIPES = ("band_random", "topk")
@@ -64,21 +65,6 @@ def write_mask_file(path: str, dense: np.ndarray, meta: dict) -> None:
         f.write(len(header).to_bytes(8, "little") + header + packed.tobytes())
 
 
-def check_out_dir(path: str) -> str:
-    """The output directory, created if missing; an error message (not an exception) when it cannot be used."""
-    if not path:
-        return "--out: empty path"
-    if os.path.exists(path) and not os.path.isdir(path):
-        return f"--out: {path!r} exists and is not a directory"
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as ex:
-        return f"--out: cannot create {path!r}: {ex.strerror or ex}"
-    if not os.access(path, os.W_OK | os.X_OK):
-        return f"--out: {path!r} is not writable"
-    return ""
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="directory for the mask files (created if missing; needed unless --list)")
@@ -97,7 +83,7 @@ def main(argv=None) -> int:
     if not a.list:
         if a.out is None:
             ap.error("--out: required (the directory for the mask files)")
-        err = check_out_dir(a.out)
+        err = out_dir_error(a.out)
         if err:
             ap.error(err)
     for fam in fams:

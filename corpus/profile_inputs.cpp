@@ -76,7 +76,7 @@ std::vector<MaskFileInput> list_mask_files(const std::vector<std::string>& paths
       in.meta = read_mask_file(file).meta;
       // A geometry the runtime refuses would stop the profile at this file, after the files before it: refused now.
       for (const auto& [field, b] : {std::pair<const char*, int>{"block_q", in.meta.block_q}, {"block_kv", in.meta.block_kv}})
-        if (b < kMinBlockSize || b > kMaxBlockSize || b % 16 != 0)
+        if (!is_block_size(b))
           throw Error(ErrorCode::kFormatError, file,
                       fmt::format("metadata '{}' = {}: attention blocks are multiples of 16 tokens in [{}, {}]", field,
                                   b, kMinBlockSize, kMaxBlockSize));

@@ -36,6 +36,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from peers.paths import out_dir_error  # noqa: E402
 from peers.workloads import FAMILIES, FAMILY_NAMES, Workload, band_random, mask_stats, n_blocks  # noqa: E402
 
 SYSTEMS = ("A0", "A1", "A2")
@@ -150,16 +151,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         ap.error("--seconds: must be a finite number > 0")
     if a.tessera_module_dir is not None and not os.path.isdir(a.tessera_module_dir):
         ap.error(f"--tessera-module-dir: {a.tessera_module_dir!r} is not a directory")
-    if not a.out:
-        ap.error("--out: empty path")
-    if os.path.exists(a.out) and not os.path.isdir(a.out):
-        ap.error(f"--out: {a.out!r} exists and is not a directory")
-    try:
-        os.makedirs(a.out, exist_ok=True)
-    except OSError as ex:
-        ap.error(f"--out: cannot create {a.out!r}: {ex.strerror or ex}")
-    if not os.access(a.out, os.W_OK | os.X_OK):
-        ap.error(f"--out: {a.out!r} is not writable")
+    err = out_dir_error(a.out)
+    if err:
+        ap.error(err)
     return a
 
 

@@ -9,6 +9,11 @@ namespace tessera {
 inline constexpr int kMinBlockSize = 16;
 inline constexpr int kMaxBlockSize = 1024;
 
+/// True for a logical block size the runtime accepts: a multiple of 16 tokens in [kMinBlockSize, kMaxBlockSize].
+inline constexpr bool is_block_size(std::int64_t b) noexcept {
+  return b >= kMinBlockSize && b <= kMaxBlockSize && b % 16 == 0;
+}
+
 /// Logical block geometry, in tokens. Both sizes must be multiples of 16 in [16, 1024].
 struct BlockGeometry {
   int block_q = 64;   ///< B_Q: query tokens per logical block

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+from ._arrays import is_numpy, is_torch
 from .errors import TesseraError, TesseraUnsupportedError
 
 BlockSize = Union[int, Tuple[int, int]]
@@ -155,11 +156,11 @@ def merge_attention_lse(o_a, lse_a, o_b, lse_b):
     (both parts the same kind). Returns (O [B, N, H, D] in o_a's dtype, LSE [B, H, N]); a query with no key in either
     part gets O = 0 and LSE = -inf. Raises TesseraError naming the argument for a non-array, an array of the other
     kind (numpy against torch), an integer LSE, or mismatched shapes."""
-    kind = _array_kind(o_a)
+    kind = "torch" if is_torch(o_a) else "numpy" if is_numpy(o_a) else None
     if kind is None:
         raise TesseraError("o_a", f"expected a numpy array or a torch tensor, got {type(o_a).__name__}")
     for name, x in (("lse_a", lse_a), ("o_b", o_b), ("lse_b", lse_b)):
-        if _array_kind(x) != kind:
+        if not (is_torch(x) if kind == "torch" else is_numpy(x)):
             raise TesseraError(name, f"expected a {kind} array like o_a, got {type(x).__name__}")
     for name, x in (("lse_a", lse_a), ("lse_b", lse_b)):
         if not (x.dtype.is_floating_point if kind == "torch" else x.dtype.kind == "f"):
@@ -180,16 +181,6 @@ def merge_attention_lse(o_a, lse_a, o_b, lse_b):
     lse = xp.where(finite, m0 + xp.log(tot), m)
     o = o_a * swap(wa / tot)[..., None] + o_b * swap(wb / tot)[..., None]  # weights [B, H, N] -> [B, N, H, 1]
     return cast(o, o_a), lse
-
-
-def _array_kind(x):
-    """"torch", "numpy" or None."""
-    mod = type(x).__module__.split(".")[0]
-    if mod == "torch" and hasattr(x, "dtype") and hasattr(x, "shape"):
-        return "torch"
-    if mod == "numpy" and hasattr(x, "dtype") and hasattr(x, "shape") and hasattr(x, "ndim"):
-        return "numpy"
-    return None
 
 
 def _array_ops(x):

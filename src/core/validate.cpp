@@ -76,7 +76,7 @@ void check_same_device(const TensorView& t, const std::string& name, Device q_de
 
 void check_geometry(const BlockGeometry& g) {
   auto check = [](int size, const char* name, const char* sym) {
-    if (size < kMinBlockSize || size > kMaxBlockSize || size % 16 != 0) {
+    if (!is_block_size(size)) {
       fail(name, fmt::format("{} = {} must be a multiple of 16 in [{}, {}]", sym, size, kMinBlockSize, kMaxBlockSize));
     }
   };

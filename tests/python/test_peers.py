@@ -334,13 +334,9 @@ from peers import corpus_requests as CR  # noqa: E402
 
 def write_mask_file(path, dense, meta):
     """A Tessera mask file (safetensors) of a dense bool [H, n_qb, n_kvb], written with numpy alone."""
-    heads, n_qb, n_kvb = dense.shape
-    packed = np.packbits(dense.astype(np.uint8), axis=-1)
-    md = {"format": "tessera-mask-v1", "heads": str(heads), "n_qb": str(n_qb), "n_kvb": str(n_kvb), **meta}
-    header = json.dumps({"__metadata__": md, "mask": {"dtype": "U8", "shape": [1, *packed.shape],
-                                                      "data_offsets": [0, packed.size]}}).encode()
-    with open(path, "wb") as f:
-        f.write(len(header).to_bytes(8, "little") + header + packed.tobytes())
+    from generic_masks import write_mask_file as write
+
+    write(path, dense.astype(bool), meta)
 
 
 def write_request_dir(root, requests):
