@@ -125,11 +125,13 @@ inline HostPlan build_plan(const BlockMask& m, int n_q, int n_kv, int bq, int bk
 }
 
 /// Mask kinds used by the tests and benchmarks.
-enum class MaskKind { kRandom, kBandRandom, kEmptyRows, kDense, kEmpty };
+enum class MaskKind { kRandom, kBandRandom, kEmptyRows, kDense, kEmpty, kHalves };
 
 /// Fills a block mask. Random: density d; BandRandom: a diagonal band holding about a third of each row's
 /// active blocks plus uniform random blocks up to density d (h200_baselines.md recipe); EmptyRows: random with
-/// every third query block row empty; Dense: all ones; Empty: all zeros.
+/// every third query block row empty; Dense: all ones; Empty: all zeros; Halves: even query block rows hold the
+/// first half of the kv blocks, odd rows the second half, and every row kv blocks 3, 10, 17, ... (kb % 7 == 3): two
+/// neighbouring rows share few blocks, in long runs of one row's blocks (d unused).
 inline BlockMask make_mask(int batch, int heads, int n_qb, int n_kvb, MaskKind kind, double d, std::uint64_t seed) {
   BlockMask m{batch, heads, n_qb, n_kvb, std::vector<std::uint8_t>(std::size_t(batch) * heads * n_qb * n_kvb, 0)};
   std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
@@ -144,6 +146,8 @@ inline BlockMask make_mask(int batch, int heads, int n_qb, int n_kvb, MaskKind k
         if (kind == MaskKind::kDense) {
           for (int kb = 0; kb < n_kvb; ++kb) m.at(b, h, qb, kb) = 1;
         } else if (kind == MaskKind::kEmpty) {
+        } else if (kind == MaskKind::kHalves) {
+          for (int kb = 0; kb < n_kvb; ++kb) m.at(b, h, qb, kb) = ((2 * kb < n_kvb) == (qb % 2 == 0)) || kb % 7 == 3;
         } else if (kind == MaskKind::kBandRandom) {
           const int band = std::max(1, target / 3);
           const int center = static_cast<int>(std::int64_t(qb) * n_kvb / n_qb);
