@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One device call (issue 18, session 13): the foreign-entry skip of the two-consumer wgmma tiles (consumer.cuh),
 # checked and measured against the kernel before it, plus the one-stage swapped tile of bench/next/wgmma_t32s1.patch.
-#  1. build (gpu preset, every wgmma entry: TESSERA_KERNEL_FILTER='^wgmma\.') and the kernel tests
-#     (tessera_tests_gpu --gtest_filter='PtxSm90*:*MmaAttention*': every wgmma entry x mapping, the new
+#  1. build (gpu preset, every entry, so that `tessera profile` can follow on the warm machine) and the kernel tests
+#     (tessera_tests_gpu --gtest_filter='PtxSm90*:*MmaAttention*': every entry x mapping, the new
 #     coarsened_q2/halves cases included);
 #  2. beside it, two copies of the tree built with bench_mma_attention only: "noskip" (bench/next/wgmma_noskip.patch:
 #     the kernel before the skip) and "t32s1" (bench/next/wgmma_t32s1.patch);
@@ -32,10 +32,10 @@ BIG='^wgmma\.bf16\.d128\.t(128x64|128x128|64x64|64x128)\.'
 SMALL='^wgmma\.bf16\.d128\.t(16x64|32x64|64x64|64x128|128x128)\.'
 side_tree noskip bench/next/wgmma_noskip.patch "$BIG" &
 side_tree t32s1 bench/next/wgmma_t32s1.patch "$SMALL" &
-OUT="$L" TESSERA_KERNEL_FILTER='^wgmma\.' scripts/gpu_check.sh -j 16 -R '^$' > "$L/gpu_check.log" 2>&1
+OUT="$L" scripts/gpu_check.sh -j 16 -R '^$' > "$L/gpu_check.log" 2>&1
 stamp "main build rc=$?"; grep -E "gpu build|rror" "$L/gpu_check.log" | head -5
 T=build/gpu/tests/tessera_tests_gpu
-timeout 200 "$T" --gtest_filter='PtxSm90*:*MmaAttention*' > "$L/kernel_tests.log" 2>&1
+timeout 240 "$T" --gtest_filter='PtxSm90*:*MmaAttention*' > "$L/kernel_tests.log" 2>&1
 stamp "kernel tests rc=$?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$L/kernel_tests.log" | tr '\n' ' ')"
 grep -E '^\[  FAILED  \]|Failure|relative L2|LSE\[' "$L/kernel_tests.log" | head -20
 wait
