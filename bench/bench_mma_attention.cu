@@ -127,7 +127,13 @@ int main(int argc, char** argv) {
   std::vector<Family> wan_fams = {
       {"Wan720p-Q64K64", 64, 64, 0.100, MaskKind::kBandRandom,
        {C("q64d.kv64d.wg", W + "t64x64.w8.s2", 64, 64, false, false), C("q64d.kv128p2.wg", W + "t64x128.w8.s2", 64, 128, true, true), C("q64d.kv128p2.wg.s1", W + "t64x128.w8.s1", 64, 128, true, true), C("q128c2.kv64d.wg", W + "t128x64.w12.s2", 128, 64, false, true), C("q128c2.kv64d.wg.s4", W + "t128x64.w12.s4", 128, 64, false, true), C("q128c2.kv128p2.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q64d.kv64d", P + "t64x64.w4.s2", 64, 64, false, false), C("q64d.kv64d.s3", P + "t64x64.w4.s3", 64, 64, false, false),
-        C("q32r2.kv64d", P + "t32x64.w4.s2", 32, 64, false, false), C("q128c2.kv64d", P + "t128x64.w4.s2", 128, 64, false, true)}}};
+        C("q32r2.kv64d", P + "t32x64.w4.s2", 32, 64, false, false), C("q128c2.kv64d", P + "t128x64.w4.s2", 128, 64, false, true)}},
+      // top 10 % of a distance-decaying noisy score field per row (the scoreboard's Wan720-topk recipe): neighbouring
+      // query blocks share most kv blocks, which the Coarsened-Q wgmma tiles load once for both.
+      {"Wan720p-topk", 64, 64, 0.100, MaskKind::kTopK,
+       {C("q64d.kv64d.wg", W + "t64x64.w8.s2", 64, 64, false, false), C("q64d.kv128p2.wg.s1", W + "t64x128.w8.s1", 64, 128, true, true),
+        C("q128c2.kv64d.wg", W + "t128x64.w12.s2", 128, 64, false, true), C("q128c2.kv64d.wg.s4", W + "t128x64.w12.s4", 128, 64, false, true),
+        C("q128c2.kv128p2.wg", W + "t128x128.w12.s2", 128, 128, true, true), C("q64d.kv64d", P + "t64x64.w4.s2", 64, 64, false, false)}}};
 
   struct Geo { std::string name; int b, n, h, d; std::vector<Family>* fams; };
   std::vector<Geo> geos = {{"baseline_N32768_H16", 1, 32768, 16, 128, &fams}};

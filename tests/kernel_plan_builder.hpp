@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "core/tile_metadata.hpp"
@@ -125,11 +126,16 @@ inline HostPlan build_plan(const BlockMask& m, int n_q, int n_kv, int bq, int bk
 }
 
 /// Mask kinds used by the tests and benchmarks.
-enum class MaskKind { kRandom, kBandRandom, kEmptyRows, kDense, kEmpty };
+enum class MaskKind { kRandom, kBandRandom, kEmptyRows, kDense, kEmpty, kHalves, kTopK };
 
 /// Fills a block mask. Random: density d; BandRandom: a diagonal band holding about a third of each row's
 /// active blocks plus uniform random blocks up to density d (h200_baselines.md recipe); EmptyRows: random with
-/// every third query block row empty; Dense: all ones; Empty: all zeros.
+/// every third query block row empty; Dense: all ones; Empty: all zeros; Halves: even query block rows hold the
+/// first half of the kv blocks, odd rows the second half, and every row kv blocks 3, 10, 17, ... (kb % 7 == 3): two
+/// neighbouring rows share few blocks, in long runs of one row's blocks (d unused); TopK: per row the top
+/// round(d * n_kvb) blocks of a distance-decaying noisy score field, -|c - kb| / w + 0.5 N(0, 1) with c the row's
+/// diagonal and w in [5, 45) per head (bench/peers/workloads.py's topk_score_field, the VSA-like Wan workload):
+/// neighbouring rows share most of their blocks.
 inline BlockMask make_mask(int batch, int heads, int n_qb, int n_kvb, MaskKind kind, double d, std::uint64_t seed) {
   BlockMask m{batch, heads, n_qb, n_kvb, std::vector<std::uint8_t>(std::size_t(batch) * heads * n_qb * n_kvb, 0)};
   std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
@@ -137,13 +143,24 @@ inline BlockMask make_mask(int batch, int heads, int n_qb, int n_kvb, MaskKind k
     s ^= s << 13, s ^= s >> 7, s ^= s << 17;
     return double(s >> 11) * (1.0 / 9007199254740992.0);
   };
+  auto normal = [&rnd]() { return std::sqrt(-2.0 * std::log(1.0 - rnd())) * std::cos(6.283185307179586 * rnd()); };
+  std::vector<std::pair<double, int>> scores(static_cast<std::size_t>(n_kvb));
   for (int b = 0; b < batch; ++b)
-    for (int h = 0; h < heads; ++h)
+    for (int h = 0; h < heads; ++h) {
+      const double width = kind == MaskKind::kTopK ? 5.0 + 40.0 * rnd() : 0.0;  // other kinds draw nothing here
       for (int qb = 0; qb < n_qb; ++qb) {
         const int target = std::max(1, static_cast<int>(std::lround(d * n_kvb)));
         if (kind == MaskKind::kDense) {
           for (int kb = 0; kb < n_kvb; ++kb) m.at(b, h, qb, kb) = 1;
         } else if (kind == MaskKind::kEmpty) {
+        } else if (kind == MaskKind::kTopK) {
+          const double center = double(std::int64_t(qb) * n_kvb / n_qb);
+          for (int kb = 0; kb < n_kvb; ++kb) scores[kb] = {std::abs(center - kb) / width - 0.5 * normal(), kb};
+          const int k = std::min(target, n_kvb);
+          std::nth_element(scores.begin(), scores.begin() + (k - 1), scores.end());
+          for (int i = 0; i < k; ++i) m.at(b, h, qb, scores[i].second) = 1;
+        } else if (kind == MaskKind::kHalves) {
+          for (int kb = 0; kb < n_kvb; ++kb) m.at(b, h, qb, kb) = ((2 * kb < n_kvb) == (qb % 2 == 0)) || kb % 7 == 3;
         } else if (kind == MaskKind::kBandRandom) {
           const int band = std::max(1, target / 3);
           const int center = static_cast<int>(std::int64_t(qb) * n_kvb / n_qb);
@@ -159,6 +176,7 @@ inline BlockMask make_mask(int batch, int heads, int n_qb, int n_kvb, MaskKind k
           for (int kb = 0; kb < n_kvb; ++kb) m.at(b, h, qb, kb) = rnd() < d ? 1 : 0;
         }
       }
+    }
   return m;
 }
 

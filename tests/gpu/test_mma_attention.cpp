@@ -180,6 +180,14 @@ std::vector<Case> cases_for(const CompiledEntry& e) {
   // masked while another warp's is not; the epilogue merge must weigh such -inf states by zero.
   if (tkv >= 64) add("coarsened_kv4/random", tq, tkv / 4, masked, MaskKind::kRandom, false, 1);
   if (tq >= 32 && tkv >= 32) add("coarsened_q2kv2/band", tq / 2, tkv / 2, masked, MaskKind::kBandRandom, false, 2);
+  // Coarsened-Q where the tile's two consumer warpgroups hold different query blocks that share few kv blocks: each
+  // skips long runs of the other's entries (more than the ring's stages), at the start, the middle and the end.
+  if (tq >= 64) {
+    cs.push_back({"coarsened_q2/halves", Problem{1, 3 * tq + 37, 24 * tkv + 23, 4, 2, d, tq / 2, tkv, false}, masked,
+                  MaskKind::kHalves});
+    cs.push_back({"packed2_coarsened_q2/halves", Problem{1, 3 * tq + 37, 24 * tkv + 23, 4, 2, d, tq / 2, tkv / 2, true},
+                  MappingSpec{tq, tkv, true, true, 1}, MaskKind::kHalves});
+  }
   MappingSpec packed{tq, tkv, true, true, 1};
   add("packed1/random", tq, tkv, packed, MaskKind::kRandom, false, 1);
   if (tkv >= 32) add("packed2/random", tq, tkv / 2, packed, MaskKind::kRandom, true, 1);

@@ -56,9 +56,11 @@ struct TileMask {
   int qi[2];                // query sub-block of the thread's rows (0 unless the query dimension is coarsened)
   std::uint64_t kj_of = 0;  // 4 bits per n8 tile: its kv sub-block (span) or slot (packed)
   std::uint64_t full = 0;   // the membership bits of every (qi, kj) pair the tile has
+  std::uint64_t own = 0;    // the membership bits of the pairs whose query sub-block lies in this warpgroup's rows
   int sub_kv = 0;           // tokens per kv sub-block (span) or per slot (B_KV, packed)
 
-  __device__ __forceinline__ void init(const AttentionParams& p, int row0) {
+  /// row0: the thread's first tile row; wg: its consumer warpgroup (rows 64 wg .. 64 wg + 63 of the tile).
+  __device__ __forceinline__ void init(const AttentionParams& p, int row0, int wg) {
     const int sub_q = min(p.block_q, Cfg::TQ);
     qi[0] = row0 / sub_q;
     qi[1] = (row0 + 8) / sub_q;
@@ -66,13 +68,26 @@ struct TileMask {
 #pragma unroll
     for (int i = 0; i < kTiles; ++i) kj_of |= std::uint64_t((8 * i) / sub_kv) << (4 * i);
     const int n_kv = kPacked ? p.meta.c_kv_gather : Cfg::TKV / sub_kv;
-    for (int i = 0; i < Cfg::TQ / sub_q; ++i) full |= ((1ull << n_kv) - 1) << (8 * i);
+    for (int i = 0; i < Cfg::TQ / sub_q; ++i) {
+      const std::uint64_t row_bits = ((1ull << n_kv) - 1) << (8 * i);
+      full |= row_bits;
+      if (i * sub_q < 64 * (wg + 1) && (i + 1) * sub_q > 64 * wg) own |= row_bits;
+    }
   }
+
+  /// Whether any (query sub-block, kv sub-block) pair of entry tm that meets this warpgroup's rows is active. When
+  /// none is, every score of the warpgroup would be masked: the tile changes neither m, l nor O, and the consumer
+  /// may skip its products (consumer.cuh).
+  __device__ __forceinline__ bool touches(const TileMembers& tm) const { return (tm.bits & own) != 0; }
 
   /// Masks the scores s of entry e in place.
   __device__ __forceinline__ void apply(float (&s)[Cfg::TKV / 2], const AttentionParams& p, std::int64_t e,
                                         int lane) const {
-    const TileMembers tm = load_members<Cfg, V>(p, e);
+    apply(s, load_members<Cfg, V>(p, e), lane);
+  }
+
+  /// Masks the scores s in place, given the entry's members (load_members).
+  __device__ __forceinline__ void apply(float (&s)[Cfg::TKV / 2], const TileMembers& tm, int lane) const {
     const std::uint64_t mb = tm.bits;
     const int ragged_kj = tm.ragged_kj, ragged_len = tm.ragged_len;
     const bool members_full = (mb & full) == full;
