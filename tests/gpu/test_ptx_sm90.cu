@@ -1,5 +1,5 @@
 // GPU unit tests of the Hopper part of the PTX layer (src/kernels/ptx: mbarrier.cuh, tma.cuh, wgmma.cuh) and of the
-// wgmma family's operand descriptors (src/kernels/wgmma/consumer.cuh's qk_gemm and pv_gemm): mbarrier parity
+// wgmma family's operands (consumer.cuh's qk_gemm, load_q_fragments + qk_gemm_rs, pv_gemm): mbarrier parity
 // phases; TMA boxes through host-encoded tensor maps, including the zero fill of rows past the end and of a box
 // wholly past the end (which must still complete its transaction bytes); S = Q K^T (wgmma SS, both operands
 // K-major) and O += P V (wgmma RS, V MN-major) against host GEMMs for each catalog N; the swapped products of 16- and
@@ -180,17 +180,29 @@ __device__ unsigned char* load_operands(const CUtensorMap& mq, const CUtensorMap
 
 // One warpgroup: TMA-loads Q [64 x D], K [N x D] and V [N x D] (tensors [1, rows, 1, D]) as the attention kernel
 // does, computes S = Q K^T with qk_gemm, then O = P V with pv_gemm where P = bf16(S * p_scale) built from the
-// accumulators with pack_p; writes S and O (fp32, accumulator layout decoded) and P (as used).
+// accumulators with pack_p; writes S and O (fp32, accumulator layout decoded) and P (as used). Also S again with Q's
+// fragments read by load_q_fragments and qk_gemm_rs (wgmma RS, the kernel's kQInRegisters form) into s_rs_out.
 template <class Cfg>
 __global__ void __launch_bounds__(128) wgmma_gemm_kernel(const __grid_constant__ CUtensorMap mq,
                                                          const __grid_constant__ CUtensorMap mk,
                                                          const __grid_constant__ CUtensorMap mv, float p_scale,
-                                                         float* s_out, float* p_out, float* o_out) {
+                                                         float* s_out, float* p_out, float* o_out, float* s_rs_out) {
   using T = typename Cfg::Elem;
   constexpr int N = Cfg::TKV, D = Cfg::D;
   unsigned char* smem = load_operands<Cfg>(mq, mk, mv, 0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t2 = 2 * (lane % 4);
   const std::uint32_t base = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
+  {
+    std::uint32_t qf[D / 16][4];
+    kernels::wgmma::load_q_fragments<Cfg>(qf, base, warp, lane);
+    float s_rs[N / 2];
+    kernels::wgmma::qk_gemm_rs<Cfg>(s_rs, qf, base + Cfg::kQBytes);
+    ptx::wgmma_commit();
+    ptx::wgmma_wait<0>();
+    kernels::wgmma::fence_all(s_rs);
+    for (int i = 0; i < N / 8; ++i)
+      for (int k = 0; k < 4; ++k) s_rs_out[(16 * warp + g + 8 * (k / 2)) * N + 8 * i + t2 + k % 2] = s_rs[4 * i + k];
+  }
   float s[N / 2];
   kernels::wgmma::qk_gemm<Cfg>(s, base, base + Cfg::kQBytes);
   ptx::wgmma_commit();
@@ -267,23 +279,25 @@ void check_gemms(std::uint64_t seed) {
   const Operands<T, D> ops(rng, 64, N);
   const auto &q = ops.q, &k = ops.k, &v = ops.v;
   const CUtensorMap &mq = ops.mq, &mk = ops.mk, &mv = ops.mv;
-  DeviceBuffer ds(64 * N * 4), dp(64 * N * 4), d_o(64 * D * 4);
+  DeviceBuffer ds(64 * N * 4), dp(64 * N * 4), d_o(64 * D * 4), ds_rs(64 * N * 4);
   const std::size_t smem = Cfg::kQBytes + 2 * Cfg::kKvBytes + 8 + 1024;
   auto* fn = &wgmma_gemm_kernel<Cfg>;
   TESSERA_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const float p_scale = 0.125f;
-  fn<<<1, 128, smem>>>(mq, mk, mv, p_scale, ds.as<float>(), dp.as<float>(), d_o.as<float>());
+  fn<<<1, 128, smem>>>(mq, mk, mv, p_scale, ds.as<float>(), dp.as<float>(), d_o.as<float>(), ds_rs.as<float>());
   TESSERA_CUDA_CHECK_LAUNCH();
-  std::vector<float> s(64 * N), p(64 * N), o(64 * D);
+  std::vector<float> s(64 * N), p(64 * N), o(64 * D), s_rs(64 * N);
   TESSERA_CUDA_CHECK(cudaMemcpy(s.data(), ds.data(), s.size() * 4, cudaMemcpyDeviceToHost));
+  TESSERA_CUDA_CHECK(cudaMemcpy(s_rs.data(), ds_rs.data(), s_rs.size() * 4, cudaMemcpyDeviceToHost));
   TESSERA_CUDA_CHECK(cudaMemcpy(p.data(), dp.data(), p.size() * 4, cudaMemcpyDeviceToHost));
   TESSERA_CUDA_CHECK(cudaMemcpy(o.data(), d_o.data(), o.size() * 4, cudaMemcpyDeviceToHost));
-  double es = 0, ns = 0, eo = 0, no = 0;
+  double es = 0, ns = 0, eo = 0, no = 0, es_rs = 0;
   for (int r = 0; r < 64; ++r)
     for (int c = 0; c < N; ++c) {
       double ref = 0;
       for (int x = 0; x < D; ++x) ref += double(from_bits<T>(q[r * D + x])) * from_bits<T>(k[c * D + x]);
       es += (s[r * N + c] - ref) * (s[r * N + c] - ref), ns += ref * ref;
+      es_rs += (s_rs[r * N + c] - ref) * (s_rs[r * N + c] - ref);
     }
   for (int r = 0; r < 64; ++r)
     for (int c = 0; c < D; ++c) {
@@ -292,6 +306,7 @@ void check_gemms(std::uint64_t seed) {
       eo += (o[r * D + c] - ref) * (o[r * D + c] - ref), no += ref * ref;
     }
   EXPECT_LE(std::sqrt(es / ns), 1e-5) << "S = Q K^T (wgmma SS, K-major descriptors)";
+  EXPECT_LE(std::sqrt(es_rs / ns), 1e-5) << "S = Q K^T (wgmma RS: load_q_fragments from the swizzled Q panels)";
   EXPECT_LE(std::sqrt(eo / no), 1e-5) << "O = P V (wgmma RS, MN-major V descriptor)";
 }
 

@@ -70,6 +70,11 @@ struct Config {
   static constexpr std::size_t kOStageBytes = std::size_t(TQ) * (D + 4) * 4;
   static constexpr int kConsumerRegsRaw = kEntryRegs + (kEntryRegs - kProducerRegs) / kConsumers;
   static constexpr int kConsumerRegs = (kConsumerRegsRaw > 240 ? 240 : kConsumerRegsRaw) / 8 * 8;
+  // S = Q K^T with Q from registers (wgmma RS; loaded once per item by ldmatrix, D / 4 registers per thread) instead of
+  // shared memory (SS): the product then reads only K from shared memory, half the bytes per FLOP when T_KV = 64
+  // (consumer.cuh). Off where the registers are short (T_KV = 128 with two consumers: O, S, P and Q would need ~200
+  // of the 232) and for the swapped tiles (Q is their B operand).
+  static constexpr bool kQInRegisters = !kSwapAB && TKV == 64;
 
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   static_assert(TQ == 16 || TQ == 32 || TQ == 64 || TQ == 128,

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "kernels/output.cuh"
+#include "kernels/ptx/ldmatrix.cuh"
 #include "kernels/ptx/wgmma.cuh"
 #include "kernels/wgmma/masking.cuh"
 #include "kernels/wgmma/params.cuh"
@@ -42,6 +43,36 @@ __device__ __forceinline__ void qk_gemm(float (&s)[Cfg::TKV / 2], std::uint32_t 
     const std::uint64_t da = ptx::make_smem_desc(q_rows + (kk / 4) * Cfg::kQPanelBytes + off, 16, kAtomBytes);
     const std::uint64_t db = ptx::make_smem_desc(k_stage + (kk / 4) * Cfg::kKvPanelBytes + off, 16, kAtomBytes);
     ptx::wgmma_ss<Cfg::TKV, 0, T>(s, da, db, kk > 0);
+  }
+}
+
+/// Q's A fragments of S = Q K^T (wgmma RS) for the warpgroup's 64 rows at q_rows, read by ldmatrix from the 128-byte
+/// swizzled panels (16-byte chunk c of row r sits at chunk c ^ (r % 8)): per k step of 16 columns, matrices (rows 0-7,
+/// k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15) of the warp's 16 rows: the mma.sync A layout
+/// that wgmma RS reads (the same as pack_p's P).
+template <class Cfg>
+__device__ __forceinline__ void load_q_fragments(std::uint32_t (&qf)[Cfg::D / 16][4], std::uint32_t q_rows, int warp,
+                                                 int lane) {
+  const int mi = lane / 8, r8 = lane % 8;
+  const int row = warp * 16 + (mi % 2) * 8 + r8;  // row & 7 == r8: the warpgroup's rows start on a swizzle atom
+#pragma unroll
+  for (int kk = 0; kk < Cfg::D / 16; ++kk) {
+    const int chunk = 2 * (kk % 4) + mi / 2;
+    ptx::ldmatrix_x4(qf[kk], q_rows + (kk / 4) * Cfg::kQPanelBytes + row * Cfg::kRowBytes + ((chunk ^ r8) * 16));
+  }
+}
+
+/// S = Q K^T with Q from registers (Config::kQInRegisters): only K is read from shared memory.
+template <class Cfg>
+__device__ __forceinline__ void qk_gemm_rs(float (&s)[Cfg::TKV / 2], const std::uint32_t (&qf)[Cfg::D / 16][4],
+                                           std::uint32_t k_stage) {
+  using T = typename Cfg::Elem;
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Cfg::D / 16; ++kk) {
+    const std::uint32_t off = (kk % 4) * 32;
+    const std::uint64_t db = ptx::make_smem_desc(k_stage + (kk / 4) * Cfg::kKvPanelBytes + off, 16, kAtomBytes);
+    ptx::wgmma_rs<Cfg::TKV, 0, T>(s, qf[kk], db, kk > 0);
   }
 }
 
@@ -77,14 +108,23 @@ struct ConsumerState {
   PipelineState<Cfg::S> kr, vr;  // next K to read; V of the pending PV product (or the next V)
   std::uint32_t base, q_rows;
   float scale_log2;
+  std::uint32_t qf[Cfg::kQInRegisters ? Cfg::D / 16 : 1][4];  // Q's A fragments (kQInRegisters)
 
-  /// S(e) = Q K(e)^T with nothing to overlap (the item's first tile, or the first after a skip): softmax, O *= alpha
-  /// (a no-op on the first tile, where O is 0), P(e) packed.
+  /// Issues S = Q K^T on K stage kr (SS, or RS from qf).
+  __device__ __forceinline__ void issue_qk(float (&s)[Cfg::TKV / 2]) {
+    const std::uint32_t k_stage = base + Cfg::kKOffset + kr.stage * Cfg::kKvBytes;
+    if constexpr (Cfg::kQInRegisters) qk_gemm_rs<Cfg>(s, qf, k_stage);
+    else qk_gemm<Cfg>(s, q_rows, k_stage);
+  }
+
+  /// S(e) = Q K(e)^T with nothing to overlap (the item's first tile, or the first after a skip): softmax, P(e) packed,
+  /// and with kRescale (after a skip, where O may hold earlier tiles) O *= alpha; on the item's first tile O is 0.
+  template <bool kRescale>
   __device__ __forceinline__ void first_tile(const TileMembers& tm, const Barriers<Cfg>& bar, int lane) {
     float s[Cfg::TKV / 2];
     consumer_wait(bar.k_full, kr.stage, kr.phase);
-    fence_all(o);
-    qk_gemm<Cfg>(s, q_rows, base + Cfg::kKOffset + kr.stage * Cfg::kKvBytes);
+    if constexpr (kRescale) fence_all(o);
+    issue_qk(s);
     ptx::wgmma_commit();
     ptx::wgmma_wait<0>();
     fence_all(s);
@@ -92,8 +132,8 @@ struct ConsumerState {
     kr.advance();
     mask.apply(s, tm, lane);
     float alpha[2];
-    softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);
-    rescale_o<Cfg::D>(o, alpha);
+    softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);  // on the item's first tile alpha = 0 and O is 0
+    if constexpr (kRescale) rescale_o<Cfg::D>(o, alpha);
     pack_p<Cfg::TKV, T>(s, pf);
   }
 
@@ -102,7 +142,7 @@ struct ConsumerState {
     float s[Cfg::TKV / 2];
     consumer_wait(bar.k_full, kr.stage, kr.phase);
     fence_all(o);
-    qk_gemm<Cfg>(s, q_rows, base + Cfg::kKOffset + kr.stage * Cfg::kKvBytes);
+    issue_qk(s);
     ptx::wgmma_commit();
     consumer_wait(bar.v_full, vr.stage, vr.phase);
     pv_gemm<Cfg>(o, pf, base + Cfg::kVOffset + vr.stage * Cfg::kKvBytes);
@@ -182,28 +222,33 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Work
 
   if (n > 0) {
     consumer_wait(bar.q_full, 0, 0);
+    if constexpr (Cfg::kQInRegisters) load_q_fragments<Cfg>(cs.qf, cs.q_rows, warp, lane);
     if constexpr (kSkipForeignEntries<Cfg, V>) {
       bool pending = false;  // the PV of the previous computed entry (p = j - 1) is not issued yet
       int j = 0;             // the next entry to look at; every K and V before it is released, V(p) excepted
+      TileMembers tm = load_members<Cfg, V>(p, it.entry_begin);  // entry j's, loaded one tile ahead
       while (j < n) {
         int m = j;
-        TileMembers tm = load_members<Cfg, V>(p, it.entry_begin + m);
         while (__all_sync(0xffffffffu, !cs.mask.touches(tm))) {  // the same for the whole warpgroup
           if (++m == n) break;
           tm = load_members<Cfg, V>(p, it.entry_begin + m);
         }
         if (m == n) break;
+        const TileMembers cur = tm;
+        // The next entry's bits, before this tile's products: their load latency then hides behind the tile (the
+        // decision to skip gates the next S product).
+        tm = load_members<Cfg, V>(p, it.entry_begin + min(m + 1, n - 1));
         if (pending && m - j >= Cfg::S) {  // m - p > S
           cs.finish_pv(bar);
           pending = false;
         }
         if (pending) {
           for (int e = j; e < m; ++e) cs.skip_k(bar);
-          cs.overlapped_tile(tm, bar, lane);
+          cs.overlapped_tile(cur, bar, lane);
           for (int e = j; e < m; ++e) cs.skip_v(bar);
         } else {
           for (int e = j; e < m; ++e) cs.skip_k(bar), cs.skip_v(bar);
-          cs.first_tile(tm, bar, lane);
+          cs.first_tile<true>(cur, bar, lane);
         }
         pending = true;
         j = m + 1;
@@ -211,7 +256,7 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Work
       if (pending) cs.finish_pv(bar);
       for (int e = j; e < n; ++e) cs.skip_k(bar), cs.skip_v(bar);
     } else {
-      cs.first_tile(load_members<Cfg, V>(p, it.entry_begin), bar, lane);
+      cs.first_tile<false>(load_members<Cfg, V>(p, it.entry_begin), bar, lane);
       for (int j = 1; j < n; ++j) cs.overlapped_tile(load_members<Cfg, V>(p, it.entry_begin + j), bar, lane);
       cs.finish_pv(bar);
     }

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# One device call: a kernel change checked and measured against other versions of the kernel on the same tensors and
+# masks (bench/NOTES.md, sessions 13-):
+#  1. build (gpu preset, every entry, so that `tessera profile` or the scoreboard can follow on the warm machine) and
+#     the kernel tests (tessera_tests_gpu --gtest_filter='PtxSm90*:*MmaAttention*': every entry x mapping);
+#  2. beside it, for each SIDES item name=patch, a copy of the tree with the patch applied (git apply), built with
+#     bench_mma_attention only and the entries matching ENTRIES;
+#  3. bench_mma_attention --families FAMILIES --entries ENTRIES on the main build, then on each side build;
+#     with SMALL_SIDES / SMALL_FAMILIES / SMALL_ENTRIES the same for a second set (e.g. the 16/32-row tiles);
+#  4. with SAN_FILTER (a gtest filter): racecheck and synccheck side by side on those tests.
+# Usage on the GPU machine: OUT=... SIDES="before=bench/next/x.patch ..." [ENTRIES=regex] [FAMILIES=F1,F2,...]
+#   [SMALL_SIDES=... SMALL_ENTRIES=... SMALL_FAMILIES=...] [SAN_FILTER=...] bench/run_kernel_ab_gpu.sh
+#   (carry [".deps", ".revision"]); ~3-5 minutes.
+# Outputs: $OUT/bench_<name>/tessera_mma_bench.json (main, each side; main_small and the small sides), $OUT/logs.tgz.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/out}"; L="$OUT/logs"; mkdir -p "$L"
+T0=$(date +%s); stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+DEPS="$PWD/.deps/root/usr"
+export LD_LIBRARY_PATH="$DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+NVCC="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+ENTRIES="${ENTRIES:-^wgmma\.bf16\.d128\.t(128x64|128x128|64x64|64x128)\.}"
+FAMILIES="${FAMILIES:-Q64K64-HD,Q64K64,Q64K64-DD,Q64K32,Q128K64,Q128K128,Dense,Wan720p-Q64K64,Wan720p-topk}"
+
+# side_tree <name> <patch> <kernel filter>: a patched copy of the tree, bench_mma_attention only (run in background)
+side_tree() {
+  local P=/tmp/tessera_$1; rm -rf "$P"; mkdir -p "$P"
+  tar cf - --exclude=./build --exclude=./.whl --exclude=./.git . | tar xf - -C "$P"
+  (cd "$P" && git apply "$OLDPWD/$2" && cmake --preset gpu -G Ninja -DCMAKE_PREFIX_PATH="$DEPS" \
+     -DTESSERA_KERNEL_FILTER="$3" -DCMAKE_CUDA_COMPILER="$NVCC" -DTESSERA_BUILD_PYTHON=OFF &&
+   cmake --build --preset gpu -j 6 --target bench_mma_attention) > "$L/build_$1.log" 2>&1
+  echo "rc=$?" >> "$L/build_$1.log"
+}
+for side in ${SIDES:-}; do side_tree "${side%%=*}" "${side#*=}" "$ENTRIES" & done
+for side in ${SMALL_SIDES:-}; do side_tree "${side%%=*}" "${side#*=}" "${SMALL_ENTRIES:-.}" & done
+OUT="$L" scripts/gpu_check.sh -j 16 -R '^$' > "$L/gpu_check.log" 2>&1
+stamp "main build rc=$?"; grep -E "gpu build|rror" "$L/gpu_check.log" | head -5
+T=build/gpu/tests/tessera_tests_gpu
+timeout 240 "$T" --gtest_filter='PtxSm90*:*MmaAttention*' > "$L/kernel_tests.log" 2>&1
+stamp "kernel tests rc=$?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$L/kernel_tests.log" | tr '\n' ' ')"
+grep -E '^\[  FAILED  \]|Failure|relative L2|LSE\[|S = Q' "$L/kernel_tests.log" | head -20
+wait
+for side in ${SIDES:-} ${SMALL_SIDES:-}; do stamp "build ${side%%=*}: $(tail -1 "$L/build_${side%%=*}.log")"; done
+bench() {  # bench <name> <binary> <families> <entries>
+  mkdir -p "$OUT/bench_$1"
+  timeout 150 "$2" --out "$OUT/bench_$1" --data "/tmp/tessera_bench_$1" --families "$3" --entries "$4" > "$L/bench_$1.log" 2>&1
+  stamp "bench $1 rc=$?"; rm -rf "/tmp/tessera_bench_$1"
+  echo "== $1"; grep -E "TFLOP|rror" "$L/bench_$1.log" | cut -c1-110 | head -60
+}
+bench main build/gpu/bin/bench_mma_attention "$FAMILIES" "$ENTRIES"
+for side in ${SIDES:-}; do bench "${side%%=*}" "/tmp/tessera_${side%%=*}/build/gpu/bin/bench_mma_attention" "$FAMILIES" "$ENTRIES"; done
+if [ -n "${SMALL_SIDES:-}" ]; then
+  bench main_small build/gpu/bin/bench_mma_attention "$SMALL_FAMILIES" "$SMALL_ENTRIES"
+  for side in $SMALL_SIDES; do
+    bench "${side%%=*}" "/tmp/tessera_${side%%=*}/build/gpu/bin/bench_mma_attention" "$SMALL_FAMILIES" "$SMALL_ENTRIES"
+  done
+fi
+if [ -n "${SAN_FILTER:-}" ]; then
+  for tool in racecheck synccheck; do
+    ( timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 "$T" --gtest_filter="$SAN_FILTER" \
+        > "$L/san_$tool.log" 2>&1; echo "rc=$?" >> "$L/san_$tool.log" ) &
+  done
+  wait
+  for tool in racecheck synccheck; do
+    stamp "$tool $(tail -1 "$L/san_$tool.log"): $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$L/san_$tool.log" | tail -1)"
+  done
+fi
+tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$L"
