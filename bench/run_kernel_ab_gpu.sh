@@ -2,7 +2,8 @@
 # One device call: a kernel change checked and measured against other versions of the kernel on the same tensors and
 # masks (bench/NOTES.md, sessions 13-):
 #  1. build (gpu preset, every entry, so that `tessera profile` or the scoreboard can follow on the warm machine) and
-#     the kernel tests (tessera_tests_gpu --gtest_filter='PtxSm90*:*MmaAttention*': every entry x mapping);
+#     the kernel tests (tessera_tests_gpu --gtest_filter='PtxSm90*:*MmaAttention*': every entry x mapping), or with
+#     FULL_SUITE=1 the whole GPU suite (ctest -L gpu);
 #  2. beside it, for each SIDES item name=patch, a copy of the tree with the patch applied (git apply), built with
 #     bench_mma_attention only and the entries matching ENTRIES;
 #  3. bench_mma_attention --families FAMILIES --entries ENTRIES on the main build, then on each side build;
@@ -19,6 +20,7 @@ T0=$(date +%s); stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 DEPS="$PWD/.deps/root/usr"
 export LD_LIBRARY_PATH="$DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 NVCC="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+T=build/gpu/tests/tessera_tests_gpu
 ENTRIES="${ENTRIES:-^wgmma\.bf16\.d128\.t(128x64|128x128|64x64|64x128)\.}"
 FAMILIES="${FAMILIES:-Q64K64-HD,Q64K64,Q64K64-DD,Q64K32,Q128K64,Q128K128,Dense,Wan720p-Q64K64,Wan720p-topk}"
 
@@ -33,12 +35,16 @@ side_tree() {
 }
 for side in ${SIDES:-}; do side_tree "${side%%=*}" "${side#*=}" "$ENTRIES" & done
 for side in ${SMALL_SIDES:-}; do side_tree "${side%%=*}" "${side#*=}" "${SMALL_ENTRIES:-.}" & done
-OUT="$L" scripts/gpu_check.sh -j 16 -R '^$' > "$L/gpu_check.log" 2>&1
-stamp "main build rc=$?"; grep -E "gpu build|rror" "$L/gpu_check.log" | head -5
-T=build/gpu/tests/tessera_tests_gpu
-timeout 240 "$T" --gtest_filter='PtxSm90*:*MmaAttention*' > "$L/kernel_tests.log" 2>&1
-stamp "kernel tests rc=$?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$L/kernel_tests.log" | tr '\n' ' ')"
-grep -E '^\[  FAILED  \]|Failure|relative L2|LSE\[|S = Q' "$L/kernel_tests.log" | head -20
+if [ -n "${FULL_SUITE:-}" ]; then  # the whole GPU suite (ctest -L gpu: C++ and Python), through gpu_check.sh's env
+  OUT="$L" scripts/gpu_check.sh -j 16 -L gpu --timeout 240 > "$L/gpu_check.log" 2>&1
+  stamp "main build + ctest -L gpu rc=$?"; grep -E "gpu build|tests passed|tests failed|\(Failed\)|Timeout|rror" "$L/gpu_check.log" | head -20
+else
+  OUT="$L" scripts/gpu_check.sh -j 16 -R '^$' > "$L/gpu_check.log" 2>&1
+  stamp "main build rc=$?"; grep -E "gpu build|rror" "$L/gpu_check.log" | head -5
+  timeout 240 "$T" --gtest_filter='PtxSm90*:*MmaAttention*' > "$L/kernel_tests.log" 2>&1
+  stamp "kernel tests rc=$?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$L/kernel_tests.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \]|Failure|relative L2|LSE\[|S = Q' "$L/kernel_tests.log" | head -20
+fi
 wait
 for side in ${SIDES:-} ${SMALL_SIDES:-}; do stamp "build ${side%%=*}: $(tail -1 "$L/build_${side%%=*}.log")"; done
 bench() {  # bench <name> <binary> <families> <entries>

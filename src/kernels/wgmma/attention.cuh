@@ -1,7 +1,8 @@
 #pragma once
 // The wgmma attention kernel template (sm_90a; FlashAttention-3's warp-specialized scheme on Tessera's plan
 // contract): one CTA per WorkItem. Warpgroup 0 produces (producer.cuh: TMA loads of Q and of every entry's K and V
-// into S-stage rings), warpgroups 1.. consume (consumer.cuh: wgmma QK^T and PV, online softmax, epilogue; for 16- and
+// into S-stage rings), warpgroups 1.. consume (consumer.cuh: wgmma QK^T and PV, online softmax, epilogue; for
+// Coarsened-Q tiles of two warpgroups consumer_skip.cuh, which skips a warpgroup's foreign entries; for 16- and
 // 32-row query tiles consumer_swap.cuh: the transposed products S^T = K Q^T and O^T += V^T P^T).
 // Config (config.cuh) fixes the shapes and the register split; pipeline.cuh holds the barriers.
 #include <cuda_runtime.h>
@@ -13,6 +14,7 @@
 #include "kernels/ptx/wgmma.cuh"
 #include "kernels/wgmma/config.cuh"
 #include "kernels/wgmma/consumer.cuh"
+#include "kernels/wgmma/consumer_skip.cuh"
 #include "kernels/wgmma/consumer_swap.cuh"
 #include "kernels/wgmma/params.cuh"
 #include "kernels/wgmma/pipeline.cuh"
@@ -44,8 +46,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) attention_kern
     if (threadIdx.x < 32 && ptx::elect_one()) producer_loop<Cfg, V>(kp, it, smem, bar);
   } else {
     ptx::setmaxnreg_inc<Cfg::kConsumerRegs>();
-    if constexpr (Cfg::kSwapAB) consumer_swap_loop<Cfg, V>(kp, it, smem, bar);
-    else consumer_loop<Cfg, V>(kp, it, smem, bar, wg - 1);
+    if constexpr (Cfg::kSwapAB) {
+      consumer_swap_loop<Cfg, V>(kp, it, smem, bar);
+    } else if constexpr (kSkipForeignEntries<Cfg, V>) {
+      if (p.block_q < Cfg::TQ) consumer_skip_loop<Cfg, V>(kp, it, smem, bar, wg - 1);  // Coarsened-Q
+      else consumer_loop<Cfg, V>(kp, it, smem, bar, wg - 1);
+    } else {
+      consumer_loop<Cfg, V>(kp, it, smem, bar, wg - 1);
+    }
   }
 }
 

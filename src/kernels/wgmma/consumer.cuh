@@ -10,10 +10,8 @@
 //   O *= alpha; pack P(j) into A fragments
 //
 // and after the last entry O += P(n-1) V(n-1). The softmax of tile j thus overlaps the PV product of tile j-1.
-// In tiles of two consumer warpgroups whose entries carry membership bits (Coarsened-Q, packed), a warpgroup skips the
-// products of an entry none of whose active pairs meets its 64 rows (it only waits for and releases the stages):
-// the other warpgroup's query blocks needed that K/V tile, this one would only have masked it whole. So two query
-// blocks that share part of their kv lists load the shared tiles once and each compute only their own.
+// Coarsened-Q tiles of two consumer warpgroups run consumer_skip.cuh's loop instead, which skips the entries that only
+// the other warpgroup's query blocks need.
 // Deadlock freedom: the producer issues K(0), V(0), K(1), V(1), ... and waits only for stages the consumers release
 // after reading them; the consumers wait for K(j) before V(j-1), both issued earlier, so every wait is for a load
 // already issued or issuable.
@@ -97,174 +95,11 @@ __device__ __forceinline__ void fence_all(float (&x)[N]) {
   for (int i = 0; i < N; ++i) ptx::fence_operand(x[i]);
 }
 
-/// A consumer warpgroup's registers and ring positions over one work item, and the steps of its mainloop.
-template <class Cfg, KvVariant V>
-struct ConsumerState {
-  using T = typename Cfg::Elem;
-  float o[Cfg::D / 2];
-  std::uint32_t pf[Cfg::TKV / 16][4];  // P of the last tile computed, whose PV product is pending
-  RowState st;
-  TileMask<Cfg, V> mask;
-  PipelineState<Cfg::S> kr, vr;  // next K to read; V of the pending PV product (or the next V)
-  std::uint32_t base, q_rows;
-  float scale_log2;
-  std::uint32_t qf[Cfg::kQInRegisters ? Cfg::D / 16 : 1][4];  // Q's A fragments (kQInRegisters)
-
-  /// Issues S = Q K^T on K stage kr (SS, or RS from qf).
-  __device__ __forceinline__ void issue_qk(float (&s)[Cfg::TKV / 2]) {
-    const std::uint32_t k_stage = base + Cfg::kKOffset + kr.stage * Cfg::kKvBytes;
-    if constexpr (Cfg::kQInRegisters) qk_gemm_rs<Cfg>(s, qf, k_stage);
-    else qk_gemm<Cfg>(s, q_rows, k_stage);
-  }
-
-  /// S(e) = Q K(e)^T with nothing to overlap (the item's first tile, or the first after a skip): softmax, P(e) packed,
-  /// and with kRescale (after a skip, where O may hold earlier tiles) O *= alpha; on the item's first tile O is 0.
-  template <bool kRescale>
-  __device__ __forceinline__ void first_tile(const TileMembers& tm, const Barriers<Cfg>& bar, int lane) {
-    float s[Cfg::TKV / 2];
-    consumer_wait(bar.k_full, kr.stage, kr.phase);
-    if constexpr (kRescale) fence_all(o);
-    issue_qk(s);
-    ptx::wgmma_commit();
-    ptx::wgmma_wait<0>();
-    fence_all(s);
-    consumer_release(bar.k_empty, kr.stage);
-    kr.advance();
-    mask.apply(s, tm, lane);
-    float alpha[2];
-    softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);  // on the item's first tile alpha = 0 and O is 0
-    if constexpr (kRescale) rescale_o<Cfg::D>(o, alpha);
-    pack_p<Cfg::TKV, T>(s, pf);
-  }
-
-  /// S(e) issued together with the pending O += P V(e-1); the softmax of tile e runs while PV retires.
-  __device__ __forceinline__ void overlapped_tile(const TileMembers& tm, const Barriers<Cfg>& bar, int lane) {
-    float s[Cfg::TKV / 2];
-    consumer_wait(bar.k_full, kr.stage, kr.phase);
-    fence_all(o);
-    issue_qk(s);
-    ptx::wgmma_commit();
-    consumer_wait(bar.v_full, vr.stage, vr.phase);
-    pv_gemm<Cfg>(o, pf, base + Cfg::kVOffset + vr.stage * Cfg::kKvBytes);
-    ptx::wgmma_commit();
-    ptx::wgmma_wait<1>();  // S(e) retired; PV(e-1) may still run
-    fence_all(s);
-    consumer_release(bar.k_empty, kr.stage);
-    kr.advance();
-    mask.apply(s, tm, lane);
-    float alpha[2];
-    softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);
-    ptx::wgmma_wait<0>();  // PV(e-1) retired
-    fence_all(o);
-    consumer_release(bar.v_empty, vr.stage);
-    vr.advance();
-    rescale_o<Cfg::D>(o, alpha);
-    pack_p<Cfg::TKV, T>(s, pf);
-  }
-
-  /// The pending O += P V, alone.
-  __device__ __forceinline__ void finish_pv(const Barriers<Cfg>& bar) {
-    consumer_wait(bar.v_full, vr.stage, vr.phase);
-    fence_all(o);
-    pv_gemm<Cfg>(o, pf, base + Cfg::kVOffset + vr.stage * Cfg::kKvBytes);
-    ptx::wgmma_commit();
-    ptx::wgmma_wait<0>();
-    fence_all(o);
-    consumer_release(bar.v_empty, vr.stage);
-    vr.advance();
-  }
-
-  /// An entry none of whose active pairs meets this warpgroup's rows: its K (skip_k) and V (skip_v) stages are
-  /// waited for (every use of a stage is, so that the parity of each wait names the right phase) and released unread.
-  __device__ __forceinline__ void skip_k(const Barriers<Cfg>& bar) {
-    consumer_wait(bar.k_full, kr.stage, kr.phase);
-    consumer_release(bar.k_empty, kr.stage);
-    kr.advance();
-  }
-  __device__ __forceinline__ void skip_v(const Barriers<Cfg>& bar) {
-    consumer_wait(bar.v_full, vr.stage, vr.phase);
-    consumer_release(bar.v_empty, vr.stage);
-    vr.advance();
-  }
-};
-
-/// Whether the consumers skip the entries whose active pairs all lie in the other warpgroup's rows: only tiles of
-/// two consumer warpgroups with membership bits (Coarsened-Q span tiles and packed tiles) have such entries.
-template <class Cfg, KvVariant V>
-inline constexpr bool kSkipForeignEntries = Cfg::kConsumers > 1 && V != KvVariant::kSpan;
-
-/// The consumer warpgroup `wg`'s whole work for item `it`, epilogue included.
-///
-/// Mainloop without skipping: tile 0 alone, then every later tile overlapped with the previous PV, then the last PV.
-/// With skipping (kSkipForeignEntries), the warpgroup looks ahead for the next entry m it computes; the entries
-/// before m it skips. While the PV of its previous tile p is pending it holds V(p), and the producer may load entry
-/// e's K only once V(e - 1 - S) is released, so:
-///   m - p <= S: skip the K of the entries between, S(m) overlapped with PV(p) as usual, then skip their V;
-///   m - p >  S: finish PV(p) first (nothing held), skip the entries between, start again with first_tile(m).
-/// Either way a warpgroup waits only for loads that need releases it has already given, or that the other
-/// warpgroup, then behind it, can give without waiting for this one. A skipped tile would have been masked whole:
-/// the result is the same, bit for bit.
-template <class Cfg, KvVariant V>
-__device__ __forceinline__ void consumer_loop(const KernelParams& kp, const WorkItem& it, unsigned char* smem,
-                                              const Barriers<Cfg>& bar, int wg) {
-  const AttentionParams& p = kp.p;
-  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
-  const int row0 = wg * 64 + warp * 16 + lane / 4;  // tile row of the thread's first row
-  // Entry count as a warp-uniform value (a shuffle from lane 0), so that the loop is not a divergent path.
-  const int n = __shfl_sync(0xffffffffu, it.entry_end - it.entry_begin, 0);
-  ConsumerState<Cfg, V> cs;
-  cs.base = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
-  cs.q_rows = cs.base + Cfg::kQOffset + wg * 64 * Cfg::kRowBytes;
-  cs.scale_log2 = p.scale * 1.4426950408889634f;
-#pragma unroll
-  for (int i = 0; i < Cfg::D / 2; ++i) cs.o[i] = 0.f;
-  cs.mask.init(p, row0, wg);
-
-  if (n > 0) {
-    consumer_wait(bar.q_full, 0, 0);
-    if constexpr (Cfg::kQInRegisters) load_q_fragments<Cfg>(cs.qf, cs.q_rows, warp, lane);
-    if constexpr (kSkipForeignEntries<Cfg, V>) {
-      bool pending = false;  // the PV of the previous computed entry (p = j - 1) is not issued yet
-      int j = 0;             // the next entry to look at; every K and V before it is released, V(p) excepted
-      TileMembers tm = load_members<Cfg, V>(p, it.entry_begin);  // entry j's, loaded one tile ahead
-      while (j < n) {
-        int m = j;
-        while (__all_sync(0xffffffffu, !cs.mask.touches(tm))) {  // the same for the whole warpgroup
-          if (++m == n) break;
-          tm = load_members<Cfg, V>(p, it.entry_begin + m);
-        }
-        if (m == n) break;
-        const TileMembers cur = tm;
-        // The next entry's bits, before this tile's products: their load latency then hides behind the tile (the
-        // decision to skip gates the next S product).
-        tm = load_members<Cfg, V>(p, it.entry_begin + min(m + 1, n - 1));
-        if (pending && m - j >= Cfg::S) {  // m - p > S
-          cs.finish_pv(bar);
-          pending = false;
-        }
-        if (pending) {
-          for (int e = j; e < m; ++e) cs.skip_k(bar);
-          cs.overlapped_tile(cur, bar, lane);
-          for (int e = j; e < m; ++e) cs.skip_v(bar);
-        } else {
-          for (int e = j; e < m; ++e) cs.skip_k(bar), cs.skip_v(bar);
-          cs.first_tile<true>(cur, bar, lane);
-        }
-        pending = true;
-        j = m + 1;
-      }
-      if (pending) cs.finish_pv(bar);
-      for (int e = j; e < n; ++e) cs.skip_k(bar), cs.skip_v(bar);
-    } else {
-      cs.first_tile<false>(load_members<Cfg, V>(p, it.entry_begin), bar, lane);
-      for (int j = 1; j < n; ++j) cs.overlapped_tile(load_members<Cfg, V>(p, it.entry_begin + j), bar, lane);
-      cs.finish_pv(bar);
-    }
-  }
-  float (&o)[Cfg::D / 2] = cs.o;
-  const RowState& st = cs.st;
-
-  // Epilogue: normalize and write the thread's two rows (rows past q_len belong to no query of this item).
+/// Epilogue of a consumer warpgroup: normalizes O by the row sums and writes the thread's two rows (rows past q_len
+/// belong to no query of the item) and their LSE (natural log; -inf for an empty row, whose O is 0).
+template <class Cfg>
+__device__ __forceinline__ void write_rows(const AttentionParams& p, const WorkItem& it, const float (&o)[Cfg::D / 2],
+                                           const RowState& st, int row0, int lane) {
   const int t2 = 2 * (lane & 3);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -280,6 +115,89 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Work
     if ((lane & 3) == 0)
       store_lse<Cfg>(p, it, r, l > 0.f ? (st.m[h] + __log2f(l)) * 0.6931471805599453f : -INFINITY);
   }
+}
+
+/// The consumer warpgroup `wg`'s whole work for item `it`, epilogue included: every entry computed in order (tile 0
+/// alone, each later tile overlapped with the previous PV, then the last PV).
+template <class Cfg, KvVariant V>
+__device__ __forceinline__ void consumer_loop(const KernelParams& kp, const WorkItem& it, unsigned char* smem,
+                                              const Barriers<Cfg>& bar, int wg) {
+  using T = typename Cfg::Elem;
+  const AttentionParams& p = kp.p;
+  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+  const int row0 = wg * 64 + warp * 16 + lane / 4;  // tile row of the thread's first row
+  // Entry count as a warp-uniform value (a shuffle from lane 0), so that the loop is not a divergent path.
+  const int n = __shfl_sync(0xffffffffu, it.entry_end - it.entry_begin, 0);
+  const std::uint32_t base = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
+  const std::uint32_t q_rows = base + Cfg::kQOffset + wg * 64 * Cfg::kRowBytes;
+  const float scale_log2 = p.scale * 1.4426950408889634f;
+
+  float o[Cfg::D / 2];
+#pragma unroll
+  for (int i = 0; i < Cfg::D / 2; ++i) o[i] = 0.f;
+  std::uint32_t pf[Cfg::TKV / 16][4];
+  RowState st;
+  TileMask<Cfg, V> mask;
+  mask.init(p, row0, wg);
+  PipelineState<Cfg::S> kr, vr;  // K(j) and V(j-1) read positions
+  std::uint32_t qf[Cfg::kQInRegisters ? Cfg::D / 16 : 1][4];
+  auto issue_qk = [&](float (&s)[Cfg::TKV / 2]) {
+    const std::uint32_t k_stage = base + Cfg::kKOffset + kr.stage * Cfg::kKvBytes;
+    if constexpr (Cfg::kQInRegisters) qk_gemm_rs<Cfg>(s, qf, k_stage);
+    else qk_gemm<Cfg>(s, q_rows, k_stage);
+  };
+
+  if (n > 0) {
+    consumer_wait(bar.q_full, 0, 0);
+    if constexpr (Cfg::kQInRegisters) load_q_fragments<Cfg>(qf, q_rows, warp, lane);
+    // Tile 0: S(0), softmax; nothing to overlap with yet.
+    {
+      float s[Cfg::TKV / 2];
+      consumer_wait(bar.k_full, kr.stage, kr.phase);
+      issue_qk(s);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      fence_all(s);
+      consumer_release(bar.k_empty, kr.stage);
+      kr.advance();
+      mask.apply(s, p, it.entry_begin, lane);
+      float alpha[2];
+      softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);  // alpha = 0: O is still 0
+      pack_p<Cfg::TKV, T>(s, pf);
+    }
+    for (int j = 1; j < n; ++j) {
+      float s[Cfg::TKV / 2];
+      consumer_wait(bar.k_full, kr.stage, kr.phase);
+      fence_all(o);
+      issue_qk(s);
+      ptx::wgmma_commit();
+      consumer_wait(bar.v_full, vr.stage, vr.phase);
+      pv_gemm<Cfg>(o, pf, base + Cfg::kVOffset + vr.stage * Cfg::kKvBytes);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<1>();  // S(j) retired; PV(j-1) may still run
+      fence_all(s);
+      consumer_release(bar.k_empty, kr.stage);
+      kr.advance();
+      mask.apply(s, p, it.entry_begin + j, lane);
+      float alpha[2];
+      softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);
+      ptx::wgmma_wait<0>();  // PV(j-1) retired
+      fence_all(o);
+      consumer_release(bar.v_empty, vr.stage);
+      vr.advance();
+      rescale_o<Cfg::D>(o, alpha);
+      pack_p<Cfg::TKV, T>(s, pf);
+    }
+    consumer_wait(bar.v_full, vr.stage, vr.phase);
+    fence_all(o);
+    pv_gemm<Cfg>(o, pf, base + Cfg::kVOffset + vr.stage * Cfg::kKvBytes);
+    ptx::wgmma_commit();
+    ptx::wgmma_wait<0>();
+    fence_all(o);
+    consumer_release(bar.v_empty, vr.stage);
+  }
+
+  write_rows<Cfg>(p, it, o, st, row0, lane);
 }
 
 }  // namespace tessera::kernels::wgmma
