@@ -1,5 +1,6 @@
 """CPU tests of the model-level loop's pieces (bench/model): the cube token order (numpy), VSA's selection rule and
 pooling against a numpy brute force (torch), the mask statistics and the summary / speedup accounting of run.py."""
+import json
 import os
 import sys
 
@@ -191,3 +192,144 @@ def test_sta_index_lists_rebuild_the_joint_mask():
             assert torch.equal(counts[0], torch.from_numpy(dense.sum(-1)).int())
             assert torch.equal(index_lists_to_dense(idx[0], nb), torch.from_numpy(dense))
             assert nb == int(np.prod(cfg.tile_grid)) + 1 and -(-cfg.tokens // cfg.block) == nb
+
+
+# ------------------------------------------------------------------------------------------------ report.py
+from bench.model import report as model_report  # noqa: E402
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+RESULTS = os.path.join(ROOT, "bench", "results", "model")
+
+
+def _sta_doc():
+    """A HunyuanVideo + STA JSON as run.py writes it (density null, tiles, masks), with the null fields a failing
+    backend leaves: a non-finite check, null agreements, a backend that never ran."""
+    step = {"step_ms": 7339.3, "attention_ms": 2701.9, "kernel_ms": 2700.1, "convert_ms": 1.8, "mask_ms": 167.9,
+            "layout_ms": 97.9, "rest_ms": 4371.6, "attention_share": 0.37, "sparsifier_ms": 265.8,
+            "steps_measured": 2, "extrapolated_50_steps_s": 367.0}
+    check = {"step": 20, "layer": 0, "rel_l2": 0.00168, "density": 0.18}
+    return {
+        "schema": "tessera-model-loop/1", "revision": "abc", "date": "2026-12-02", "command": "run.py",
+        "env": {"gpu": "NVIDIA H200", "torch": "2.11.0", "diffusers": "0.36.0"},
+        "config": {"name": "hunyuan-768p", "latent": [30, 96, 160], "grid": [30, 48, 80], "tokens": 115456,
+                   "layers": 60, "layers_of_model": 60, "heads": 24, "head_dim": 128, "ffn": 12288,
+                   "text_tokens": 256, "block": 384, "density": None, "video_tokens": 115200, "tile": [6, 8, 8],
+                   "tile_grid": [5, 6, 10], "dual_layers": 20, "single_layers": 40, "parameters": None,
+                   "masks": "FastVideo's STA table", "token_order": "STA tile-major", "schedule": "shift 7.0",
+                   "guidance": "embedded guidance 6.0"},
+        "backends": {
+            "tessera": {"summary": step, "checks": [check, dict(check, layer=59)],
+                        "mask_stats": [{"k_per_row": 54.53, "density": 0.181, "runs_per_row": None,
+                                        "diagonal_inclusion": 1.0, "step": 1, "layer": 0}],
+                        "info": {"plans": {"sm90a.x": 180}}},
+            "flex": {"summary": dict(step, attention_share=None), "checks": [check, dict(check, rel_l2=None)],
+                     "note": "FAILS the bf16 check on 1 of 2 checked calls", "latent_finite": False},
+            "dense": {"error": "not run: time budget", "checks": []},
+        },
+        "agreement": {"step0_prediction_rel_l2": {"tessera_vs_flex": None}, "tolerance": 0.01},
+        "speedups": {"tessera_vs_flex": {"attention": 1.557, "attention_plus_sparsifier": None, "step": 1.135}},
+    }
+
+
+def test_report_describes_sta_from_the_config_and_survives_null_fields(tmp_path):
+    doc = _sta_doc()
+    md = model_report.markdown(doc, "step_time.png", "x.json")
+    assert "HunyuanVideoTransformer3DModel" in md and "WanTransformer3DModel" not in md and "VSA" not in md
+    assert "FastVideo's STA table" in md and "115,456 joint tokens" in md and "tiles 6 x 8 x 8" in md
+    assert "20 dual-stream + 40 single-stream" in md and "384-token blocks" in md
+    flex_row = next(line for line in md.splitlines() if line.startswith("| flex"))
+    assert "non-finite in 1 of 2; finite max 1.7e-03" in flex_row and "| - |" in flex_row
+    assert "tessera vs flex non-finite" in md and "FAILS the bf16 check" in md
+    assert "flex: the latent after its last measured step is non-finite" in md
+    assert "| dense | not run: time budget |" in md
+    assert model_report.mask_label(doc["config"]) == "STA, 384-token tiles"
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(doc))
+    assert model_report.main([str(p), "--md", str(tmp_path / "R.md"), "--chart", str(tmp_path / "c.png"),
+                              "--note", "Regenerated here."]) == 0
+    text = (tmp_path / "R.md").read_text()
+    assert text.splitlines()[2] == "Regenerated here."
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    assert (tmp_path / "c.png").stat().st_size > 1000
+
+
+def test_report_describes_wan_vsa_from_the_config():
+    doc = _sta_doc()
+    c = doc["config"]
+    for k in ("video_tokens", "tile", "tile_grid", "dual_layers", "single_layers", "masks"):
+        del c[k]
+    c.update(name="wan14b-720p", tokens=75600, block=64, density=0.1, text_tokens=512, token_order="cube order")
+    md = model_report.markdown(doc)
+    assert "WanTransformer3DModel" in md and "HunyuanVideo" not in md and "STA" not in md
+    assert "VSA top-k on the live q/k, 10% of the 64-token blocks per row" in md and "75,600 video tokens" in md
+    assert model_report.mask_label(c) == "VSA top-10%"
+
+
+@pytest.mark.parametrize("rel", ["latest.json", os.path.join("hunyuan-768p", "latest.json")])
+def test_report_on_the_committed_device_results(rel, tmp_path):
+    """The committed GPU JSONs of both models (Wan2.1-14B VSA, HunyuanVideo 768p STA) report without error, each
+    described as its own model, and every backend row is in the table."""
+    path = os.path.join(RESULTS, rel)
+    if not os.path.exists(path):
+        pytest.skip(f"{path} not committed")
+    with open(path) as f:
+        doc = json.load(f)
+    assert model_report.main([path, "--md", str(tmp_path / "R.md"), "--chart", str(tmp_path / "c.png")]) == 0
+    md = (tmp_path / "R.md").read_text()
+    c = doc["config"]
+    assert c["name"] in md and f"{c['tokens']:,}" in md
+    assert ("HunyuanVideoTransformer3DModel" in md) == (c.get("density") is None)
+    assert ("WanTransformer3DModel" in md) == (c.get("density") is not None)
+    for n, b in doc["backends"].items():
+        row = next(line for line in md.splitlines() if line.startswith(f"| {n}"))
+        if any(x.get("rel_l2") is None for x in b.get("checks", [])):
+            assert "non-finite" in row
+
+
+def _stub_tree(tmp_path, run_rc, report_rc, write_json=True):
+    """A copy of scripts/gpu_model.sh in a tree whose wheels, build, run.py and report.py are stubs."""
+    import shutil
+    import stat
+
+    root = tmp_path / "tree"
+    (root / "scripts").mkdir(parents=True)
+    (root / "bench" / "model").mkdir(parents=True)
+    (root / "build" / "gpu").mkdir(parents=True)
+    (root / "bin").mkdir()
+    shutil.copy(os.path.join(ROOT, "scripts", "gpu_model.sh"), root / "scripts")
+    (root / "scripts" / "peer_site.sh").write_text("peer_site() { :; }\n")
+    (root / "build" / "gpu" / "CMakeCache.txt").write_text("")
+    for tool in ("cmake", "nvidia-smi"):
+        (root / "bin" / tool).write_text("#!/bin/sh\nexit 0\n")
+        (root / "bin" / tool).chmod(stat.S_IRWXU)
+    (root / "bench" / "model" / "run.py").write_text(
+        "import json, os, sys\n"
+        "a = sys.argv\n"
+        "if '--flashinfer-jit-only' in a: sys.exit(0)\n"
+        f"if {write_json!r}:\n"
+        "    json.dump({}, open(os.path.join(a[a.index('--out') + 1], 'latest.json'), 'w'))\n"
+        f"sys.exit({run_rc})\n")
+    (root / "bench" / "model" / "report.py").write_text(
+        f"import sys\nprint('Traceback: report failed' if {report_rc} else 'wrote')\nsys.exit({report_rc})\n")
+    return root
+
+
+@pytest.mark.parametrize("run_rc,report_rc,write_json,want", [
+    (0, 0, True, 0), (0, 1, True, 1), (3, 1, True, 3), (0, 0, False, 1)])
+def test_gpu_model_script_fails_when_its_report_fails(tmp_path, run_rc, report_rc, write_json, want):
+    import shutil
+    import subprocess
+
+    if shutil.which("bash") is None:
+        pytest.skip("no bash")
+    root = _stub_tree(tmp_path, run_rc, report_rc, write_json)
+    env = dict(os.environ, OUT=str(tmp_path / "out"), PATH=f"{root / 'bin'}:{os.environ['PATH']}",
+               MODEL_SECONDS="200")
+    r = subprocess.run(["bash", str(root / "scripts" / "gpu_model.sh")], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == want, r.stdout + r.stderr
+    if report_rc:
+        assert "report failed" in r.stdout
