@@ -194,6 +194,154 @@ def test_sta_index_lists_rebuild_the_joint_mask():
             assert nb == int(np.prod(cfg.tile_grid)) + 1 and -(-cfg.tokens // cfg.block) == nb
 
 
+# ------------------------------------------------------------------------------------------------ Flex, ragged tail
+def _flex_triton_emulation(q, k, v, bm, block_n=128, past_end=float("nan")):
+    """What FlexAttention's Triton forward kernel computes for a BlockMask, as its templates read: per query
+    block, its partial list then its full list; every listed block walked in block_n-token tiles, at most
+    cdiv(KV_LEN, block_n) tiles per list; the mask_mod applied in partial blocks only; bounds checks (keys past
+    KV_LEN masked, their loads zero-filled) only when IS_DIVISIBLE is false, which the lowering before
+    can_skip_boundary_checks sets from Q_LEN % 128 == 0 and KV_LEN % 128 == 0 alone (2.15 also asks for a multiple
+    of the BlockMask's block; the GPU run's 2.11 behaved as the former). Past the
+    end of k and v, with the checks skipped, the kernel reads whatever memory follows: `past_end` here. q, k, v
+    [1, H, L, D]; returns [1, H, L, D] float64. A CPU stand-in for the GPU kernel, not the kernel."""
+    import torch
+
+    _, h, n, d = q.shape
+    bq, bkv = bm.BLOCK_SIZE
+    mult, cap = bkv // block_n, -(-n // block_n)
+    divisible = n % 128 == 0
+    lx = max(n, bm.kv_indices.shape[-1] * bkv)
+    kx = torch.full((h, lx, d), 0.0 if not divisible else past_end, dtype=torch.float64)
+    vx = kx.clone()
+    kx[:, :n], vx[:, :n] = k[0].double(), v[0].double()
+    lists = [(bm.kv_num_blocks, bm.kv_indices, True)]
+    if bm.full_kv_num_blocks is not None:
+        lists.append((bm.full_kv_num_blocks, bm.full_kv_indices, False))
+    out = torch.zeros(h, n, d, dtype=torch.float64)
+    for hh in range(h):
+        for qb in range(-(-n // bq)):
+            rows = torch.arange(qb * bq, min((qb + 1) * bq, n))
+            cols, keep = [], []
+            for num, ind, partial in lists:
+                for t in range(min(int(num[0, hh, qb]) * mult, cap)):
+                    c = int(ind[0, hh, qb, t // mult]) * bkv + (t % mult) * block_n + torch.arange(block_n)
+                    ok = torch.ones(len(rows), block_n, dtype=torch.bool)
+                    if partial:
+                        ok &= bm.mask_mod(torch.tensor(0), torch.tensor(hh), rows[:, None], c[None, :])
+                    if not divisible:
+                        ok &= c[None, :] < n
+                    cols.append(c)
+                    keep.append(ok)
+            c, ok = torch.cat(cols), torch.cat(keep, 1)
+            s = (q[0, hh, rows].double() @ kx[hh, c].T) / d ** 0.5
+            s = torch.where(ok, s, torch.tensor(float("-inf"), dtype=torch.float64))
+            out[hh, rows] = torch.softmax(s, -1) @ vx[hh, c]
+    return out.unsqueeze(0)
+
+
+def _joint_case(seed):
+    """A HunyuanVideo-shaped joint mask: two 384-token video tiles (each attends itself and the text block) and a
+    256-token text block (attends everything): N = 1,024 = 8 x 128, not a multiple of 384. Index lists as StaMasks
+    writes them (entries past a row's count repeat its last block); random q, k, v [1, N, 2, 16]; a FlexBackend for
+    384-token blocks. Returns (torch, n, counts, idx, q, k, v, backend, generator)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch.nn.attention.flex_attention")
+    from bench.model.backends import FlexBackend
+
+    counts = torch.tensor([[[2, 2, 3], [2, 2, 3]]], dtype=torch.int32)
+    idx = torch.tensor([[[[0, 2, 2], [1, 2, 2], [0, 1, 2]], [[0, 2, 2], [1, 2, 2], [0, 1, 2]]]], dtype=torch.int32)
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(1, 1024, 2, 16, generator=g) for _ in range(3))
+    return torch, 1024, counts, idx, q, k, v, FlexBackend(384), g
+
+
+def _masked_reference(torch, q, k, v, counts, idx, block):
+    from bench.model.vsa import index_lists_to_dense
+
+    n = q.shape[1]
+    tok = torch.arange(n) // block
+    allowed = index_lists_to_dense(idx[0], -(-n // block))[:, tok][:, :, tok]
+    o = torch.nn.functional.scaled_dot_product_attention(*(x.transpose(1, 2).double() for x in (q, k, v)),
+                                                         attn_mask=allowed.unsqueeze(0))
+    return o.transpose(1, 2)
+
+
+def test_flex_backend_keeps_the_kernel_inside_the_tensors_on_a_ragged_tail():
+    """HunyuanVideo 768p's Flex failure in miniature: 384-token blocks over 128-token kernel tiles and N a multiple of
+    128 but not of 384. Through the emulated kernel, the backend's call must equal the masked attention: before the
+    padding, the text block's third tile was read past the end of k and v (NaN here) in every video row."""
+    torch, n, counts, idx, q, k, v, fb, _ = _joint_case(0)
+    assert fb.kernel_options == {}  # the default tiles (128) inside the 384-token blocks, as on the GPU
+    seen = []
+
+    def emulated(qq, kk, vv, bm):
+        seen.append((qq.shape[2], bm.seq_lengths, bm.BLOCK_SIZE))
+        return _flex_triton_emulation(qq, kk, vv, bm).to(qq.dtype)
+
+    fb.fn = emulated
+    perm = torch.arange(n)
+    qb, kb, vb = (fb.gather(x, perm) for x in (q, k, v))
+    o = fb.attend(qb, kb, vb, counts, idx, lambda name: None)
+    assert o.shape == (1, n, 2, 16)
+    ref = _masked_reference(torch, q, k, v, counts, idx, 384)
+    assert torch.isfinite(o).all()
+    assert float((o.double() - ref).norm() / ref.norm()) < 1e-6
+    rows, seq, bs = seen[0]
+    assert rows % bs[1] == 0 and seq == (rows, rows)  # every tile of every listed block inside the tensors
+    # the views the loop hands to the mask rule and the reference check hold the real tokens only
+    assert fb.as_bshd(qb).shape == (1, n, 2, 16) and fb.as_hnd(kb).shape == (2, n, 16)
+    assert "padded to 1152" in fb.info()["ragged_tail"]
+    # a direct call (tensors not from gather) is padded inside attend, same result
+    o2 = fb.attend(*(x.transpose(1, 2) for x in (q, k, v)), counts, idx, lambda name: None)
+    assert float((o2.double() - ref).norm() / ref.norm()) < 1e-6
+
+
+def test_flex_block_mask_lists_real_blocks_first_and_the_ragged_block_as_partial():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch.nn.attention.flex_attention")
+    from bench.model.backends import FlexBackend
+
+    fb = FlexBackend(64)
+    # 3 blocks of 64 + a 16-token tail (N = 208); row 0 lists [2, 0] and pads with a repeat of block 0 (not the
+    # largest): the lists must still be {0, 2}, not {0, 0}
+    counts = torch.tensor([[[2, 4, 1, 3]]], dtype=torch.int32)
+    idx = torch.tensor([[[[2, 0, 0, 0], [3, 1, 0, 2], [1, 1, 1, 1], [3, 2, 0, 0]]]], dtype=torch.int32)
+    bm = fb.block_mask(counts, idx, 208)
+    assert bm.seq_lengths == (256, 256) and bm.BLOCK_SIZE == (64, 64)
+    assert bm.full_kv_num_blocks[0, 0].tolist() == [2, 3, 1, 2]
+    assert [bm.full_kv_indices[0, 0, r, :c].tolist() for r, c in enumerate([2, 3, 1, 2])] == \
+        [[0, 2], [0, 1, 2], [1], [0, 2]]
+    assert bm.kv_num_blocks[0, 0].tolist() == [0, 1, 0, 1] and (bm.kv_indices[0, 0, :, 0] == 3).all()
+    assert not bool(bm.mask_mod(0, 0, torch.tensor(0), torch.tensor(208)))
+    assert bool(bm.mask_mod(0, 0, torch.tensor(0), torch.tensor(207)))
+    fb.form = "partial"
+    bm = fb.block_mask(counts, idx, 208)
+    assert bm.full_kv_num_blocks is None and bm.kv_num_blocks[0, 0].tolist() == [2, 4, 1, 3]
+    assert bm.kv_indices[0, 0, 0, :2].tolist() == [0, 2]
+    # a whole number of blocks: no padding, as before
+    bm = FlexBackend(64).block_mask(counts, idx, 256)
+    assert bm.seq_lengths == (256, 256) and bm.kv_num_blocks.sum() == 0
+    assert bm.full_kv_num_blocks[0, 0].tolist() == [2, 4, 1, 3]
+
+
+def test_flex_backend_on_a_ragged_tail_with_the_real_kernel():
+    """The same joint mask through torch.compile(flex_attention) on the CPU (inductor's C++ kernel, not the GPU's
+    Triton one): the padded sequence and the partial last block give the masked attention."""
+    torch, n, counts, idx, q, k, v, fb, g = _joint_case(1)
+    perm = torch.randperm(n, generator=g)
+    inv = torch.argsort(perm)
+    qb, kb, vb = (fb.gather(x, perm) for x in (q, k, v))
+    try:
+        o = fb.attend(qb, kb, vb, counts, idx, lambda name: None)
+    except Exception as ex:  # no C++ toolchain for inductor here
+        if "Compile" in type(ex).__name__ or "Inductor" in type(ex).__name__:
+            pytest.skip(f"FlexAttention does not compile on this CPU: {type(ex).__name__}")
+        raise
+    ref = _masked_reference(torch, *(x.index_select(1, perm) for x in (q, k, v)), counts, idx, 384)
+    assert float((o.double() - ref).norm() / ref.norm()) < 1e-5
+    assert fb.scatter(o, inv).shape == (1, n, 2, 16)
+
+
 # ------------------------------------------------------------------------------------------------ report.py
 from bench.model import report as model_report  # noqa: E402
 
