@@ -16,7 +16,8 @@
 # Expected on one H200, cold machine, Wan2.1-14B 720p (40 layers, 3 measured steps): wheels ~15 s, build || JIT
 # ~120 s, run ~150-200 s (model build ~20 s; per backend step 0 + 3 steps: Tessera ~15 s, Flex ~25 s,
 # FlashInfer ~30 s, dense ~45 s), report ~5 s: ~5-6 minutes. Outputs under ${OUT:-out}/model: latest.json and
-# <date>_<revision>.json, RESULTS.md, step_time.png, run.log, logs.tgz (pip, configure, build, JIT logs).
+# <date>_<revision>.json, RESULTS.md, step_time.png, run.log, logs.tgz (pip, configure, build, JIT, report logs).
+# Exit status: run.py's, or the report's when run.py succeeded (a report that fails is a failed call).
 # Knobs: MODEL_SECONDS (460), MODEL_ARGS (extra run.py options, also taken from the command line),
 # TESSERA_KERNEL_FILTER (a fresh configure only; default every entry: the runtime's plan table expects them).
 set -uo pipefail
@@ -82,10 +83,17 @@ timeout -k 10 $(( LEFT + 40 )) python3 bench/model/run.py --out "$DEST" --second
 rc=${PIPESTATUS[0]}
 stamp "run rc=$rc"
 
-# 6. Report (the JSON is rewritten after every backend, so a killed run still has one).
+# 6. Report (the JSON is rewritten after every backend, so a killed run still has one). A failed report (or no JSON
+# to report on) makes the script fail too: run.py's status if that is non-zero, else the report's.
+report_rc=0
 if [ -f "$DEST/latest.json" ]; then
-  python3 bench/model/report.py "$DEST/latest.json" > "$LOGS/report.log" 2>&1 || tail -5 "$LOGS/report.log"
+  python3 bench/model/report.py "$DEST/latest.json" > "$LOGS/report.log" 2>&1 || report_rc=$?
+  (( report_rc != 0 )) && { stamp "report failed (rc=$report_rc):"; tail -5 "$LOGS/report.log"; }
+else
+  report_rc=1
+  stamp "report: no $DEST/latest.json"
 fi
 tar czf "$DEST/logs.tgz" -C "$DEST" logs && rm -rf "$LOGS"
-stamp "gpu_model: rc=$rc; results in $DEST"
+(( rc == 0 )) && rc=$report_rc
+stamp "gpu_model: rc=$rc (report rc=$report_rc); results in $DEST"
 exit $rc

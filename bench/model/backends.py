@@ -7,9 +7,15 @@ int32 on the GPU, bench/model/vsa.py), and q, k, v in the block token order, and
   (the model's own layout after the head split), a new mask each call (mask_version 0: mu(M), selection, launch
   preparation and the kernels are all inside the call).
 - flex: `torch.compile(flex_attention)` (one compiled function, dynamo's limits raised and a cache-limit hit made an
-  error: bench/peers/systems.py `Flex`), q [1, H, N, D] views, a BlockMask built per call with
+  error: bench/peers/systems.py `Flex`), q [1, H, N', D] views, a BlockMask built per call with
   `BlockMask.from_kv_blocks` from the index lists as full blocks (no mask_mod inside blocks), kv_indices padded to
-  n_kvb columns, seq_lengths = (N, N) for the ragged tail, compute_q_blocks=False (forward only).
+  n_kvb columns, compute_q_blocks=False (forward only). A ragged N (not a whole number of blocks) is padded to
+  N' = n_kvb * block rows in the gather (no extra copy) and the ragged last block is listed as a partial block whose
+  mask_mod drops the padded keys: FlexAttention's Triton kernel walks every tile of every listed block, and torch
+  releases that decide "no bounds checks" from N % 128 alone (before `can_skip_boundary_checks`; the GPU image's 2.11
+  by the evidence of its run) read past the tensors' end when a block is larger than the kernel tile and N is a
+  multiple of 128 but not of the block (HunyuanVideo 768p: N = 115,456 = 902 x 128 = 300 x 384 + 256). See
+  FlexBackend.
 - flashinfer: `VariableBlockSparseAttentionWrapper`, plan() per call from the dense [H, n_qb, n_kvb] block mask
   (the index lists scattered) with 64-token rows and columns and a short last block, run() on q [H, N, D].
 - dense: `scaled_dot_product_attention` with only `SDPBackend.CUDNN_ATTENTION`, on [1, H, N, D] views in the model's
@@ -98,6 +104,14 @@ class TesseraBackend(Backend):
 
 
 class FlexBackend(Backend):
+    """FlexAttention on the index lists. Ragged sequences: gather() pads the block order with n_pad - N rows (copies
+    of a real token, so finite) up to a whole number of blocks; block_mask() lists the last block (the only one that
+    holds padded keys) as a partial block with mask_mod kv_idx < N, every other listed block as full; attend() drops
+    the padded query rows. Without the padding, a 384-token block over a kernel tile of 128 and N = 902 x 128 (not a
+    multiple of 384) let the kernel skip its bounds checks (IS_DIVISIBLE from N % 128 == 0 in torch's lowering
+    before can_skip_boundary_checks) and read the last block's third tile, 128 rows past the end of k and v, into
+    every row that lists the text block: the HunyuanVideo 768p run's (torch 2.11) 3.5x larger layer-0 error and
+    non-finite layer-59 check (bench/model/README.md)."""
     name = "flex"
 
     def __init__(self, block: int):
@@ -112,43 +126,96 @@ class FlexBackend(Backend):
         self.form = "full"            # blocks listed as full (no mask_mod inside them), as bench/peers does
         self.form_note: Optional[str] = None
         self.calls = 0
+        self.n: Optional[int] = None  # real tokens of the last gather (its tensors hold padded_len(n) rows)
+        self._perm: Optional[tuple] = None  # (perm, padded perm) of the last gather
+        self._mask_mods: Dict[int, Callable] = {}
+
+    def padded_len(self, n: int) -> int:
+        return -(-n // self.block) * self.block
 
     def info(self) -> Dict[str, Any]:
+        pad = None
+        if self.n is not None and self.padded_len(self.n) != self.n:
+            pad = (f"N = {self.n} padded to {self.padded_len(self.n)} (whole {self.block}-token blocks); the last "
+                   f"block partial with mask_mod kv_idx < {self.n}")
         return {"kernel_options": self.kernel_options or "default", "form": f"{self.form} blocks",
-                "form_note": self.form_note, "torch": torch.__version__}
+                "form_note": self.form_note, "ragged_tail": pad, "torch": torch.__version__}
 
     def gather(self, x, perm):
-        return x.index_select(1, perm).transpose(1, 2)  # [1, H, N, D] view of a [1, N, H, D] gather
+        """[1, H, n_pad, D] view of a [1, n_pad, H, D] gather: the block order, then the padding rows."""
+        n = perm.numel()
+        self.n = n
+        if self.padded_len(n) != n:
+            if self._perm is None or self._perm[0] is not perm:
+                fill = perm[:1].expand(self.padded_len(n) - n)  # any real token: finite, masked out as a key
+                self._perm = (perm, torch.cat([perm, fill]))
+            perm = self._perm[1]
+        return x.index_select(1, perm).transpose(1, 2)
+
+    def real_len(self, x) -> int:
+        """Rows of x that are real tokens: the last gather's N when x has that gather's padded length, else all."""
+        rows = x.shape[2]
+        if self.n is not None and rows != self.n and rows == self.padded_len(self.n):
+            return self.n
+        return rows
 
     def as_bshd(self, x):
-        return x.transpose(1, 2)
+        return x[:, :, :self.real_len(x)].transpose(1, 2)
+
+    def _kv_below(self, n: int) -> Callable:
+        if n not in self._mask_mods:  # one function per N (a new closure every call would be a new guard)
+            def kv_below(b, h, q_idx, kv_idx):
+                return kv_idx < n
+
+            self._mask_mods[n] = kv_below
+        return self._mask_mods[n]
 
     def block_mask(self, counts, idx, n: int):
-        nb = -(-n // self.block)
+        """BlockMask of the index lists for n real tokens (tensors of padded_len(n) rows)."""
+        nb, k = -(-n // self.block), idx.shape[-1]
+        n_pad = nb * self.block
+        # each row's listed blocks ascending (entries past the count sort last, whatever block they repeat), so a row
+        # that lists the last block has it at position count - 1
+        real = torch.arange(k, device=idx.device) < counts.unsqueeze(-1)
+        srt = torch.sort(torch.where(real, idx, torch.full_like(idx, nb)), dim=-1).values.clamp_(max=nb - 1)
         kv = torch.zeros(*idx.shape[:-1], nb, dtype=torch.int32, device=idx.device)
-        kv[..., :idx.shape[-1]] = torch.sort(idx, dim=-1).values
-        if self.form == "full":
-            return self.flex.BlockMask.from_kv_blocks(torch.zeros_like(counts), kv, counts, kv,
-                                                      BLOCK_SIZE=(self.block, self.block), seq_lengths=(n, n),
+        kv[..., :k] = srt
+        bs = (self.block, self.block)
+        if n_pad == n:
+            if self.form == "full":
+                return self.flex.BlockMask.from_kv_blocks(torch.zeros_like(counts), kv, counts, kv, BLOCK_SIZE=bs,
+                                                          seq_lengths=(n, n), compute_q_blocks=False)
+            return self.flex.BlockMask.from_kv_blocks(counts, kv, BLOCK_SIZE=bs, seq_lengths=(n, n),
                                                       compute_q_blocks=False)
-        return self.flex.BlockMask.from_kv_blocks(counts, kv, BLOCK_SIZE=(self.block, self.block), seq_lengths=(n, n),
+        mm = self._kv_below(n)
+        if self.form == "full":
+            at = (counts.long() - 1).clamp(min=0).unsqueeze(-1)
+            has_last = ((kv.gather(-1, at).squeeze(-1) == nb - 1) & (counts > 0)).to(torch.int32)
+            part = torch.zeros_like(kv)
+            part[..., 0] = nb - 1
+            return self.flex.BlockMask.from_kv_blocks(has_last, part, counts - has_last, kv, BLOCK_SIZE=bs,
+                                                      mask_mod=mm, seq_lengths=(n_pad, n_pad), compute_q_blocks=False)
+        return self.flex.BlockMask.from_kv_blocks(counts, kv, BLOCK_SIZE=bs, mask_mod=mm, seq_lengths=(n_pad, n_pad),
                                                   compute_q_blocks=False)
 
     def attend(self, q, k, v, counts, idx, mark):
         self.calls += 1
-        bm = self.block_mask(counts, idx, q.shape[2])
+        n = self.real_len(q)
+        if q.shape[2] != self.padded_len(n):  # not from gather(): pad here (a copy; zeros, masked out as keys)
+            q, k, v = (torch.nn.functional.pad(x, (0, 0, 0, self.padded_len(n) - n)) for x in (q, k, v))
+        bm = self.block_mask(counts, idx, n)
         mark("kernel")
         try:
-            return self.fn(q, k, v, bm).transpose(1, 2)  # [1, N, H, D] view
+            return self.fn(q, k, v, bm)[:, :, :n].transpose(1, 2)  # [1, N, H, D] view
         except Exception as ex:
-            # Only the very first call may switch to partial blocks (the noop mask_mod applied inside them: the
+            # Only the very first call may switch to partial blocks (the mask_mod applied inside every block: the
             # same result, a little more work); recorded in info() and the JSON, never silent.
             if self.calls > 1 or self.form != "full":
                 raise
             self.form = "partial"
             self.form_note = f"full blocks failed on the first call ({type(ex).__name__}: {str(ex)[:160]})"
-            bm = self.block_mask(counts, idx, q.shape[2])
-            return self.fn(q, k, v, bm).transpose(1, 2)
+            bm = self.block_mask(counts, idx, n)
+            return self.fn(q, k, v, bm)[:, :, :n].transpose(1, 2)
 
 
 class FlashInferBackend(Backend):

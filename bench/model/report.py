@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
-"""Markdown table and chart of a model-loop JSON (bench/model/run.py; no torch, matplotlib for the chart only).
+"""Markdown table and chart of a model-loop JSON (bench/model/run.py; no torch, matplotlib for the chart only), for
+either model: Wan2.1 with VSA top-k masks (config.density set) or HunyuanVideo with the STA table's masks
+(config.tile, config.masks; density null). The text describes the run from the JSON's own config fields; a field that
+is missing or null is left out (or shown as "-"), never formatted as a number.
 
   python3 bench/model/report.py bench/results/model/latest.json                  # -> RESULTS.md + step_time.png beside it
+  python3 bench/model/report.py X.json --note "..."                              # a paragraph under the heading
   python3 bench/model/report.py bench/results/model/latest.json --into bench/RESULTS.md
       (replaces, or appends, the section between the markers <!-- model-loop --> and <!-- /model-loop -->;
        bench/peers/report.py rewrites bench/RESULTS.md whole, so run this after it)
@@ -22,9 +26,79 @@ def _f(x: Optional[float], nd: int = 1) -> str:
     return "-" if x is None else f"{x:.{nd}f}"
 
 
+def _n(x: Any, spec: str = ",") -> str:
+    """A number formatted with `spec`, or "-" for a missing / null / non-numeric field."""
+    return format(x, spec) if isinstance(x, (int, float)) and not isinstance(x, bool) else "-"
+
+
+def _dims(x: Any) -> str:
+    return " x ".join(map(str, x)) if isinstance(x, (list, tuple)) and x else "-"
+
+
 def _rows(doc: Dict[str, Any]) -> List[str]:
-    names = [n for n in ORDER if n in doc["backends"]] + [n for n in doc["backends"] if n not in ORDER]
+    names = [n for n in ORDER if n in doc.get("backends", {})] + [n for n in doc.get("backends", {}) if n not in ORDER]
     return names
+
+
+def is_sta(c: Dict[str, Any]) -> bool:
+    """HunyuanVideo with STA masks (run.py writes tile / tile_grid / masks for it), else Wan2.1 with VSA top-k."""
+    return c.get("model") == "HunyuanVideoTransformer3DModel" or "tile" in c or "dual_layers" in c
+
+
+def model_name(c: Dict[str, Any]) -> str:
+    return c.get("model") or ("HunyuanVideoTransformer3DModel" if is_sta(c) else "WanTransformer3DModel")
+
+
+def mask_label(c: Dict[str, Any]) -> str:
+    """Short name of the mask rule (chart title)."""
+    if isinstance(c.get("density"), (int, float)):
+        return f"VSA top-{c['density']:.0%}"
+    if is_sta(c):
+        return f"STA, {_n(c.get('block'))}-token tiles"
+    return f"{_n(c.get('block'))}-token blocks"
+
+
+def describe(doc: Dict[str, Any]) -> str:
+    """One paragraph on the machine, the model, the masks and the schedule, from the JSON's env and config."""
+    c, e = doc.get("config", {}), doc.get("env", {})
+    head = (f"{e.get('gpu') or 'CPU (no GPU in env)'}, revision {doc.get('revision')}, {doc.get('date')}; "
+            f"torch {e.get('torch')}, diffusers {e.get('diffusers')}.")
+    layers = f"{_n(c.get('layers'))} of {_n(c.get('layers_of_model'))} layers"
+    if c.get("dual_layers") is not None or c.get("single_layers") is not None:
+        layers += f" ({_n(c.get('dual_layers'))} dual-stream + {_n(c.get('single_layers'))} single-stream)"
+    model = f"diffusers' {model_name(c)}, {layers}, {_n(c.get('heads'))} heads x {_n(c.get('head_dim'))}"
+    p = c.get("parameters")
+    if isinstance(p, (int, float)):
+        model += f", {p / 1e9:.2f} B parameters" if p >= 1e8 else f", {p / 1e6:.2f} M parameters"
+    if is_sta(c):
+        tokens = (f"{_n(c.get('video_tokens'))} video tokens (latent {_dims(c.get('latent'))}, grid "
+                  f"{_dims(c.get('grid'))}, tiles {_dims(c.get('tile'))} on a {_dims(c.get('tile_grid'))} tile grid)"
+                  f" + {_n(c.get('text_tokens'))} text tokens = {_n(c.get('tokens'))} joint tokens, "
+                  f"{_n(c.get('block'))}-token blocks")
+        masks = f"masks: {c.get('masks') or 'STA'}"
+    else:
+        tokens = (f"{_n(c.get('tokens'))} video tokens (latent {_dims(c.get('latent'))}, grid "
+                  f"{_dims(c.get('grid'))}), {_n(c.get('text_tokens'))} text tokens (cross-attention)")
+        d = c.get("density")
+        masks = (f"masks: VSA top-k on the live q/k, {_n(d, '.0%')} of the {_n(c.get('block'))}-token blocks per "
+                 "row, a new mask every call (layer, head, step)") if d is not None else \
+            (f"masks: {c['masks']}" if c.get("masks") else f"{_n(c.get('block'))}-token blocks")
+    tail = "; ".join([masks] + [f"{label}: {c[k]}" for k, label in (
+        ("token_order", "token order"), ("weights", "weights"), ("schedule", "schedule"), ("guidance", "guidance"))
+        if c.get(k)])
+    return f"{head} {model}; {tokens}; {tail}."
+
+
+def _checks(b: Dict[str, Any]) -> str:
+    """The step-0 check column: max rel L2, and how many checks were non-finite (run.py writes null for those)."""
+    chk = b.get("checks") or []
+    fin = [x["rel_l2"] for x in chk if isinstance(x.get("rel_l2"), (int, float))]
+    bad = len(chk) - len(fin)
+    if not chk:
+        return "-"
+    if not bad:
+        return f"{max(fin):.1e}"
+    return f"non-finite in {bad} of {len(chk)}" + (f"; finite max {max(fin):.1e}" if fin else "")
 
 
 def draw_chart(doc: Dict[str, Any], path: str) -> Optional[str]:
@@ -40,57 +114,67 @@ def draw_chart(doc: Dict[str, Any], path: str) -> Optional[str]:
     if not names:
         return None
     s = [doc["backends"][n]["summary"] for n in names]
-    att = [x["attention_ms"] / 1e3 for x in s]
-    spa = [x["sparsifier_ms"] / 1e3 for x in s]
-    rest = [x["rest_ms"] / 1e3 for x in s]
+    att = [(x.get("attention_ms") or 0.0) / 1e3 for x in s]
+    spa = [(x.get("sparsifier_ms") or 0.0) / 1e3 for x in s]
+    rest = [(x.get("rest_ms") or 0.0) / 1e3 for x in s]
     fig, ax = plt.subplots(figsize=(7, 3.6))
     ax.barh(names, att, label="attention", color="#c44e52")
     ax.barh(names, spa, left=att, label="sparsifier (mask + layout)", color="#dd8452")
     ax.barh(names, rest, left=[a + b for a, b in zip(att, spa)], label="rest of the step", color="#8c8c8c")
-    for i, x in enumerate(s):
-        ax.text(x["step_ms"] / 1e3, i, f" {x['step_ms'] / 1e3:.2f} s", va="center", fontsize=8)
-    c = doc["config"]
+    tot = [a + b + r for a, b, r in zip(att, spa, rest)]
+    for i, (t, n) in enumerate(zip(tot, names)):
+        failed = _checks(doc["backends"][n]).startswith("non-finite") or bool(doc["backends"][n].get("note"))
+        ax.text(t, i, f" {t:.2f} s" + (" (failed its step-0 check)" if failed else ""), va="center", fontsize=8)
+    c = doc.get("config", {})
     ax.set_xlabel("seconds per denoising step")
-    ax.set_title(f"{c['name']}, {c['layers']}/{c['layers_of_model']} layers, {c['tokens']:,} tokens, "
-                 f"VSA top-{c['density']:.0%}", fontsize=9)
-    ax.legend(fontsize=8, loc="lower right")
-    ax.set_xlim(0, max(x["step_ms"] for x in s) / 1e3 * 1.18)
+    ax.set_title(f"{c.get('name', '?')}, {_n(c.get('layers'))}/{_n(c.get('layers_of_model'))} layers, "
+                 f"{_n(c.get('tokens'))} tokens, {mask_label(c)}", fontsize=9)
+    ax.legend(fontsize=8, loc="upper right")
+    ax.set_xlim(0, max(max(tot), 1e-9) * 1.18)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def markdown(doc: Dict[str, Any], chart: Optional[str] = None, source: str = "") -> str:
-    c, e = doc["config"], doc.get("env", {})
-    out = [f"## Model-level loop: {c['name']} (issue 20)", ""]
-    out.append(f"{e.get('gpu', '?')}, revision {doc.get('revision')}, {doc.get('date')}; torch {e.get('torch')}, "
-               f"diffusers {e.get('diffusers')}. diffusers' WanTransformer3DModel with random weights (bf16), "
-               f"{c['layers']} of {c['layers_of_model']} layers, {c['heads']} heads x {c['head_dim']}, "
-               f"{c['tokens']:,} video tokens (grid {' x '.join(map(str, c['grid']))}), {c['text_tokens']} text "
-               f"tokens; VSA top-k masks on the live q/k, {c['density']:.0%} of the {c['block']}-token blocks per "
-               f"row, a new mask every call (layer, head, step), cube token order; {c['guidance']}.")
+def markdown(doc: Dict[str, Any], chart: Optional[str] = None, source: str = "", note: str = "") -> str:
+    c = doc.get("config", {})
+    title = "HunyuanVideo, STA masks" if is_sta(c) else "Wan2.1, VSA top-k masks"
+    out = [f"## Model-level loop: {c.get('name', '?')} ({title}; issue 20)", ""]
+    if note:
+        out += [note, ""]
+    out.append(describe(doc))
     if source:
         out.append(f"Source: `{source}`; command: `{doc.get('command')}`.")
+    if doc.get("error"):
+        out.append(f"Run error: {doc['error']}.")
     out += ["", "Per measured step (mean), milliseconds:", "",
             "| backend | step | attention | of which kernel | sparsifier (mask + layout) | rest | attention share | "
             "50 steps (s) | step-0 check (rel L2, max) |",
             "|---|---|---|---|---|---|---|---|---|"]
+    notes = []
     for n in _rows(doc):
         b = doc["backends"][n]
         s = b.get("summary")
-        chk = [x["rel_l2"] for x in b.get("checks", []) if x.get("rel_l2") is not None]
-        ck = f"{max(chk):.1e}" if chk else "-"
+        ck = _checks(b)
+        for k in ("note", "stopped", "error"):
+            if b.get(k) and (s or k == "note"):
+                notes.append(f"{n}: {b[k]}")
+        if b.get("latent_finite") is False:
+            notes.append(f"{n}: the latent after its last measured step is non-finite (its times are of NaN data)")
         if not s:
             out.append(f"| {n} | {b.get('error') or b.get('stopped') or 'no measured step'} | | | | | | | {ck} |")
             continue
         ext = next((v for k, v in s.items() if k.startswith("extrapolated_")), None)
-        steps = f" ({s['steps_measured']} steps)" if s["steps_measured"] < 3 else ""
-        out.append(f"| {n}{steps} | {_f(s['step_ms'])} | {_f(s['attention_ms'])} | {_f(s['kernel_ms'])} | "
-                   f"{_f(s['sparsifier_ms'])} | {_f(s['rest_ms'])} | {_f(s['attention_share'], 2)} | {_f(ext)} | "
-                   f"{ck} |")
-    sp = doc.get("speedups", {})
-    if "tessera" in doc["backends"] and any(k.startswith("tessera_vs_") for k in sp):
+        m = s.get("steps_measured")
+        steps = f" ({m} step{'s' if m != 1 else ''})" if isinstance(m, int) and m < 3 else ""
+        out.append(f"| {n}{steps} | {_f(s.get('step_ms'))} | {_f(s.get('attention_ms'))} | {_f(s.get('kernel_ms'))} | "
+                   f"{_f(s.get('sparsifier_ms'))} | {_f(s.get('rest_ms'))} | {_f(s.get('attention_share'), 2)} | "
+                   f"{_f(ext)} | {ck} |")
+    if notes:
+        out += ["", "Notes: " + "; ".join(notes) + "."]
+    sp = doc.get("speedups") or {}
+    if "tessera" in doc.get("backends", {}) and any(k.startswith("tessera_vs_") for k in sp):
         out += ["", "Tessera's speedup (the other backend's time / Tessera's):", "",
                 "| over | attention | attention + sparsifier | whole step |", "|---|---|---|---|"]
         for n in _rows(doc):
@@ -98,18 +182,27 @@ def markdown(doc: Dict[str, Any], chart: Optional[str] = None, source: str = "")
             if r:
                 out.append(f"| {n} | {_f(r.get('attention'), 2)}x | {_f(r.get('attention_plus_sparsifier'), 2)}x | "
                            f"{_f(r.get('step'), 2)}x |")
-    ag = doc.get("agreement", {}).get("step0_prediction_rel_l2") or {}
+    agd = doc.get("agreement") or {}
+    ag = agd.get("step0_prediction_rel_l2") or {}
     if ag:
         out += ["", "Agreement of the step-0 predictions on the same masks (relative L2): " +
                 ", ".join(f"{k.replace('_vs_', ' vs ')} {_f(v, 4) if v is not None else 'non-finite'}"
-                          for k, v in ag.items()) + f" (tolerance {doc['agreement'].get('tolerance')})."]
-    ms = doc["backends"].get("tessera", {}).get("mask_stats") or []
+                          for k, v in ag.items()) + f" (tolerance {agd.get('tolerance')})."]
+    src = next((n for n in ("tessera", *_rows(doc)) if (doc.get("backends", {}).get(n) or {}).get("mask_stats")),
+               None)
+    ms = doc["backends"][src]["mask_stats"] if src else []
     if ms:
         m0 = ms[0]
-        out += ["", f"Masks (Tessera's run, step {m0['step']}, layer {m0['layer']}): {m0['k_per_row']} kv blocks per "
-                f"row, {m0['runs_per_row']:.1f} runs per row, diagonal kept in {m0['diagonal_inclusion']:.0%} of rows"
-                + "".join(f"; overlap with the previous step {x['overlap_with_previous_step']:.0%} (layer "
-                          f"{x['layer']})" for x in ms if "overlap_with_previous_step" in x)[:400] + "."]
+        dens = f" (density {m0['density']:.1%})" if isinstance(m0.get("density"), (int, float)) else ""
+        out += ["", f"Masks ({src}'s run, measured step {m0.get('step')}, layer {m0.get('layer')}): "
+                f"{_n(m0.get('k_per_row'), 'g')} kv blocks per row{dens}, {_n(m0.get('runs_per_row'), '.1f')} runs "
+                f"per row, diagonal kept in {_n(m0.get('diagonal_inclusion'), '.0%')} of rows"
+                + "".join(f"; overlap with the previous step {_n(x['overlap_with_previous_step'], '.0%')} (layer "
+                          f"{x.get('layer')}, step {x.get('step')})" for x in ms if "overlap_with_previous_step" in x)
+                + "."]
+    plans = ((doc.get("backends", {}).get("tessera") or {}).get("info") or {}).get("plans") or {}
+    if plans:
+        out += ["", "Tessera's plans: " + ", ".join(f"`{k}` ({v} calls)" for k, v in plans.items()) + "."]
     if chart:
         out += ["", f"![step time split]({chart})"]
     return "\n".join(out) + "\n"
@@ -134,6 +227,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--md", default=None, help="Markdown output (default: RESULTS.md beside the JSON)")
     ap.add_argument("--chart", default=None, help="chart PNG (default: step_time.png beside the JSON)")
     ap.add_argument("--into", default=None, help="also splice the section into this Markdown file")
+    ap.add_argument("--note", default="", help="a paragraph under the section's heading (e.g. where it was written)")
     a = ap.parse_args(argv)
     with open(a.json) as f:
         doc = json.load(f)
@@ -142,11 +236,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     chart = draw_chart(doc, a.chart or os.path.join(here, "step_time.png"))
     rel = os.path.relpath(chart, os.path.dirname(os.path.abspath(md))) if chart else None
     with open(md, "w") as f:
-        f.write(markdown(doc, rel, os.path.relpath(os.path.abspath(a.json))))
+        f.write(markdown(doc, rel, os.path.relpath(os.path.abspath(a.json)), a.note))
     if a.into:
         rel2 = os.path.relpath(chart, os.path.dirname(os.path.abspath(a.into))) if chart else None
         splice(a.into, markdown(doc, rel2, os.path.relpath(os.path.abspath(a.json), os.path.dirname(
-            os.path.abspath(a.into)))))
+            os.path.abspath(a.into))), a.note))
     print(f"wrote {md}" + (f", {chart}" if chart else " (no matplotlib: no chart)"))
     return 0
 

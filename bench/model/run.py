@@ -234,7 +234,8 @@ def main(argv=None) -> int:
         "schema": SCHEMA, "revision": revision(a.revision), "date": _dt.datetime.now().strftime("%Y-%m-%d"),
         "timestamp": _dt.datetime.now().isoformat(timespec="seconds"), "command": " ".join([sys.executable] + sys.argv),
         "env": env_info(device),
-        "config": {"name": cfg.name, "latent": list(cfg.latent), "grid": list(cfg.grid), "tokens": cfg.tokens,
+        "config": {"name": cfg.name, "model": "HunyuanVideoTransformer3DModel" if hv else "WanTransformer3DModel",
+                   "latent": list(cfg.latent), "grid": list(cfg.grid), "tokens": cfg.tokens,
                    "layers": layers, "layers_of_model": cfg.layers, "heads": cfg.heads, "head_dim": cfg.head_dim,
                    "ffn": cfg.ffn, "text_tokens": cfg.text_tokens, "block": a.block, "density": a.density,
                    "token_order": "cube order (bench/model/vsa.py cube_token_order, cubes 4x4x4)",
@@ -376,6 +377,8 @@ def main(argv=None) -> int:
                   f"(kernel {s['kernel_ms']:.1f}), mask {s['mask_ms']:.1f}, layout {s['layout_ms']:.1f}")
         if stats:
             row["mask_stats"] = stats
+        if row["steps"]:  # timings of a non-finite latent are timings of NaN data: say so
+            row["latent_finite"] = bool(torch.isfinite(x).all())
         row["info"] = be.info()
         if row["steps"]:
             row["summary"] = summarize(row["steps"], a.schedule_steps)

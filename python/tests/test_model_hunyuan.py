@@ -103,3 +103,22 @@ def test_padded_text_is_refused():
     loop.text_mask[0, -3:] = False
     with pytest.raises(NotImplementedError, match="padded text"):
         _predict(loop, DenseBackend(torch.device("cpu")))
+
+
+def test_flex_backend_equals_token_level_masked_attention():
+    """FlexAttention (CPU inductor) through the processor: tiny-hv's 272 tokens are 8 tiles of 32 + 16 text tokens,
+    a ragged last block, padded to 288 by the backend with the padded keys masked out."""
+    pytest.importorskip("torch.nn.attention.flex_attention")
+    from bench.model.backends import FlexBackend
+
+    cfg, loop = _loop((1, 2, 1))
+    ref = _predict(loop, MaskedSdpa(cfg.block))
+    fb = FlexBackend(cfg.block)
+    try:
+        got = _predict(loop, fb)
+    except Exception as ex:  # no C++ toolchain for inductor here
+        if "Compile" in type(ex).__name__ or "Inductor" in type(ex).__name__:
+            pytest.skip(f"FlexAttention does not compile on this CPU: {type(ex).__name__}")
+        raise
+    assert _rel(got, ref) < 1e-5
+    assert "padded to 288" in fb.info()["ragged_tail"]

@@ -1,5 +1,6 @@
 """CPU tests of the model-level loop's pieces (bench/model): the cube token order (numpy), VSA's selection rule and
 pooling against a numpy brute force (torch), the mask statistics and the summary / speedup accounting of run.py."""
+import json
 import os
 import sys
 
@@ -191,3 +192,292 @@ def test_sta_index_lists_rebuild_the_joint_mask():
             assert torch.equal(counts[0], torch.from_numpy(dense.sum(-1)).int())
             assert torch.equal(index_lists_to_dense(idx[0], nb), torch.from_numpy(dense))
             assert nb == int(np.prod(cfg.tile_grid)) + 1 and -(-cfg.tokens // cfg.block) == nb
+
+
+# ------------------------------------------------------------------------------------------------ Flex, ragged tail
+def _flex_triton_emulation(q, k, v, bm, block_n=128, past_end=float("nan")):
+    """What FlexAttention's Triton forward kernel computes for a BlockMask, as its templates read: per query
+    block, its partial list then its full list; every listed block walked in block_n-token tiles, at most
+    cdiv(KV_LEN, block_n) tiles per list; the mask_mod applied in partial blocks only; bounds checks (keys past
+    KV_LEN masked, their loads zero-filled) only when IS_DIVISIBLE is false, which the lowering before
+    can_skip_boundary_checks sets from Q_LEN % 128 == 0 and KV_LEN % 128 == 0 alone (2.15 also asks for a multiple
+    of the BlockMask's block; the GPU run's 2.11 behaved as the former). Past the
+    end of k and v, with the checks skipped, the kernel reads whatever memory follows: `past_end` here. q, k, v
+    [1, H, L, D]; returns [1, H, L, D] float64. A CPU stand-in for the GPU kernel, not the kernel."""
+    import torch
+
+    _, h, n, d = q.shape
+    bq, bkv = bm.BLOCK_SIZE
+    mult, cap = bkv // block_n, -(-n // block_n)
+    divisible = n % 128 == 0
+    lx = max(n, bm.kv_indices.shape[-1] * bkv)
+    kx = torch.full((h, lx, d), 0.0 if not divisible else past_end, dtype=torch.float64)
+    vx = kx.clone()
+    kx[:, :n], vx[:, :n] = k[0].double(), v[0].double()
+    lists = [(bm.kv_num_blocks, bm.kv_indices, True)]
+    if bm.full_kv_num_blocks is not None:
+        lists.append((bm.full_kv_num_blocks, bm.full_kv_indices, False))
+    out = torch.zeros(h, n, d, dtype=torch.float64)
+    for hh in range(h):
+        for qb in range(-(-n // bq)):
+            rows = torch.arange(qb * bq, min((qb + 1) * bq, n))
+            cols, keep = [], []
+            for num, ind, partial in lists:
+                for t in range(min(int(num[0, hh, qb]) * mult, cap)):
+                    c = int(ind[0, hh, qb, t // mult]) * bkv + (t % mult) * block_n + torch.arange(block_n)
+                    ok = torch.ones(len(rows), block_n, dtype=torch.bool)
+                    if partial:
+                        ok &= bm.mask_mod(torch.tensor(0), torch.tensor(hh), rows[:, None], c[None, :])
+                    if not divisible:
+                        ok &= c[None, :] < n
+                    cols.append(c)
+                    keep.append(ok)
+            c, ok = torch.cat(cols), torch.cat(keep, 1)
+            s = (q[0, hh, rows].double() @ kx[hh, c].T) / d ** 0.5
+            s = torch.where(ok, s, torch.tensor(float("-inf"), dtype=torch.float64))
+            out[hh, rows] = torch.softmax(s, -1) @ vx[hh, c]
+    return out.unsqueeze(0)
+
+
+def _joint_case(seed):
+    """A HunyuanVideo-shaped joint mask: two 384-token video tiles (each attends itself and the text block) and a
+    256-token text block (attends everything): N = 1,024 = 8 x 128, not a multiple of 384. Index lists as StaMasks
+    writes them (entries past a row's count repeat its last block); random q, k, v [1, N, 2, 16]; a FlexBackend for
+    384-token blocks. Returns (torch, n, counts, idx, q, k, v, backend, generator)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch.nn.attention.flex_attention")
+    from bench.model.backends import FlexBackend
+
+    counts = torch.tensor([[[2, 2, 3], [2, 2, 3]]], dtype=torch.int32)
+    idx = torch.tensor([[[[0, 2, 2], [1, 2, 2], [0, 1, 2]], [[0, 2, 2], [1, 2, 2], [0, 1, 2]]]], dtype=torch.int32)
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(1, 1024, 2, 16, generator=g) for _ in range(3))
+    return torch, 1024, counts, idx, q, k, v, FlexBackend(384), g
+
+
+def _masked_reference(torch, q, k, v, counts, idx, block):
+    from bench.model.vsa import index_lists_to_dense
+
+    n = q.shape[1]
+    tok = torch.arange(n) // block
+    allowed = index_lists_to_dense(idx[0], -(-n // block))[:, tok][:, :, tok]
+    o = torch.nn.functional.scaled_dot_product_attention(*(x.transpose(1, 2).double() for x in (q, k, v)),
+                                                         attn_mask=allowed.unsqueeze(0))
+    return o.transpose(1, 2)
+
+
+def test_flex_backend_keeps_the_kernel_inside_the_tensors_on_a_ragged_tail():
+    """HunyuanVideo 768p's Flex failure in miniature: 384-token blocks over 128-token kernel tiles and N a multiple of
+    128 but not of 384. Through the emulated kernel, the backend's call must equal the masked attention: before the
+    padding, the text block's third tile was read past the end of k and v (NaN here) in every video row."""
+    torch, n, counts, idx, q, k, v, fb, _ = _joint_case(0)
+    assert fb.kernel_options == {}  # the default tiles (128) inside the 384-token blocks, as on the GPU
+    seen = []
+
+    def emulated(qq, kk, vv, bm):
+        seen.append((qq.shape[2], bm.seq_lengths, bm.BLOCK_SIZE))
+        return _flex_triton_emulation(qq, kk, vv, bm).to(qq.dtype)
+
+    fb.fn = emulated
+    perm = torch.arange(n)
+    qb, kb, vb = (fb.gather(x, perm) for x in (q, k, v))
+    o = fb.attend(qb, kb, vb, counts, idx, lambda name: None)
+    assert o.shape == (1, n, 2, 16)
+    ref = _masked_reference(torch, q, k, v, counts, idx, 384)
+    assert torch.isfinite(o).all()
+    assert float((o.double() - ref).norm() / ref.norm()) < 1e-6
+    rows, seq, bs = seen[0]
+    assert rows % bs[1] == 0 and seq == (rows, rows)  # every tile of every listed block inside the tensors
+    # the views the loop hands to the mask rule and the reference check hold the real tokens only
+    assert fb.as_bshd(qb).shape == (1, n, 2, 16) and fb.as_hnd(kb).shape == (2, n, 16)
+    assert "padded to 1152" in fb.info()["ragged_tail"]
+    # a direct call (tensors not from gather) is padded inside attend, same result
+    o2 = fb.attend(*(x.transpose(1, 2) for x in (q, k, v)), counts, idx, lambda name: None)
+    assert float((o2.double() - ref).norm() / ref.norm()) < 1e-6
+
+
+def test_flex_block_mask_lists_real_blocks_first_and_the_ragged_block_as_partial():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch.nn.attention.flex_attention")
+    from bench.model.backends import FlexBackend
+
+    fb = FlexBackend(64)
+    # 3 blocks of 64 + a 16-token tail (N = 208); row 0 lists [2, 0] and pads with a repeat of block 0 (not the
+    # largest): the lists must still be {0, 2}, not {0, 0}
+    counts = torch.tensor([[[2, 4, 1, 3]]], dtype=torch.int32)
+    idx = torch.tensor([[[[2, 0, 0, 0], [3, 1, 0, 2], [1, 1, 1, 1], [3, 2, 0, 0]]]], dtype=torch.int32)
+    bm = fb.block_mask(counts, idx, 208)
+    assert bm.seq_lengths == (256, 256) and bm.BLOCK_SIZE == (64, 64)
+    assert bm.full_kv_num_blocks[0, 0].tolist() == [2, 3, 1, 2]
+    assert [bm.full_kv_indices[0, 0, r, :c].tolist() for r, c in enumerate([2, 3, 1, 2])] == \
+        [[0, 2], [0, 1, 2], [1], [0, 2]]
+    assert bm.kv_num_blocks[0, 0].tolist() == [0, 1, 0, 1] and (bm.kv_indices[0, 0, :, 0] == 3).all()
+    assert not bool(bm.mask_mod(0, 0, torch.tensor(0), torch.tensor(208)))
+    assert bool(bm.mask_mod(0, 0, torch.tensor(0), torch.tensor(207)))
+    fb.form = "partial"
+    bm = fb.block_mask(counts, idx, 208)
+    assert bm.full_kv_num_blocks is None and bm.kv_num_blocks[0, 0].tolist() == [2, 4, 1, 3]
+    assert bm.kv_indices[0, 0, 0, :2].tolist() == [0, 2]
+    # a whole number of blocks: no padding, as before
+    bm = FlexBackend(64).block_mask(counts, idx, 256)
+    assert bm.seq_lengths == (256, 256) and bm.kv_num_blocks.sum() == 0
+    assert bm.full_kv_num_blocks[0, 0].tolist() == [2, 4, 1, 3]
+
+
+def test_flex_backend_on_a_ragged_tail_with_the_real_kernel():
+    """The same joint mask through torch.compile(flex_attention) on the CPU (inductor's C++ kernel, not the GPU's
+    Triton one): the padded sequence and the partial last block give the masked attention."""
+    torch, n, counts, idx, q, k, v, fb, g = _joint_case(1)
+    perm = torch.randperm(n, generator=g)
+    inv = torch.argsort(perm)
+    qb, kb, vb = (fb.gather(x, perm) for x in (q, k, v))
+    try:
+        o = fb.attend(qb, kb, vb, counts, idx, lambda name: None)
+    except Exception as ex:  # no C++ toolchain for inductor here
+        if "Compile" in type(ex).__name__ or "Inductor" in type(ex).__name__:
+            pytest.skip(f"FlexAttention does not compile on this CPU: {type(ex).__name__}")
+        raise
+    ref = _masked_reference(torch, *(x.index_select(1, perm) for x in (q, k, v)), counts, idx, 384)
+    assert float((o.double() - ref).norm() / ref.norm()) < 1e-5
+    assert fb.scatter(o, inv).shape == (1, n, 2, 16)
+
+
+# ------------------------------------------------------------------------------------------------ report.py
+from bench.model import report as model_report  # noqa: E402
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+RESULTS = os.path.join(ROOT, "bench", "results", "model")
+
+
+def _sta_doc():
+    """A HunyuanVideo + STA JSON as run.py writes it (density null, tiles, masks), with the null fields a failing
+    backend leaves: a non-finite check, null agreements, a backend that never ran."""
+    step = {"step_ms": 7339.3, "attention_ms": 2701.9, "kernel_ms": 2700.1, "convert_ms": 1.8, "mask_ms": 167.9,
+            "layout_ms": 97.9, "rest_ms": 4371.6, "attention_share": 0.37, "sparsifier_ms": 265.8,
+            "steps_measured": 2, "extrapolated_50_steps_s": 367.0}
+    check = {"step": 20, "layer": 0, "rel_l2": 0.00168, "density": 0.18}
+    return {
+        "schema": "tessera-model-loop/1", "revision": "abc", "date": "2026-12-02", "command": "run.py",
+        "env": {"gpu": "NVIDIA H200", "torch": "2.11.0", "diffusers": "0.36.0"},
+        "config": {"name": "hunyuan-768p", "latent": [30, 96, 160], "grid": [30, 48, 80], "tokens": 115456,
+                   "layers": 60, "layers_of_model": 60, "heads": 24, "head_dim": 128, "ffn": 12288,
+                   "text_tokens": 256, "block": 384, "density": None, "video_tokens": 115200, "tile": [6, 8, 8],
+                   "tile_grid": [5, 6, 10], "dual_layers": 20, "single_layers": 40, "parameters": None,
+                   "masks": "FastVideo's STA table", "token_order": "STA tile-major", "schedule": "shift 7.0",
+                   "guidance": "embedded guidance 6.0"},
+        "backends": {
+            "tessera": {"summary": step, "checks": [check, dict(check, layer=59)],
+                        "mask_stats": [{"k_per_row": 54.53, "density": 0.181, "runs_per_row": None,
+                                        "diagonal_inclusion": 1.0, "step": 1, "layer": 0}],
+                        "info": {"plans": {"sm90a.x": 180}}},
+            "flex": {"summary": dict(step, attention_share=None), "checks": [check, dict(check, rel_l2=None)],
+                     "note": "FAILS the bf16 check on 1 of 2 checked calls", "latent_finite": False},
+            "dense": {"error": "not run: time budget", "checks": []},
+        },
+        "agreement": {"step0_prediction_rel_l2": {"tessera_vs_flex": None}, "tolerance": 0.01},
+        "speedups": {"tessera_vs_flex": {"attention": 1.557, "attention_plus_sparsifier": None, "step": 1.135}},
+    }
+
+
+def test_report_describes_sta_from_the_config_and_survives_null_fields(tmp_path):
+    doc = _sta_doc()
+    md = model_report.markdown(doc, "step_time.png", "x.json")
+    assert "HunyuanVideoTransformer3DModel" in md and "WanTransformer3DModel" not in md and "VSA" not in md
+    assert "FastVideo's STA table" in md and "115,456 joint tokens" in md and "tiles 6 x 8 x 8" in md
+    assert "20 dual-stream + 40 single-stream" in md and "384-token blocks" in md
+    flex_row = next(line for line in md.splitlines() if line.startswith("| flex"))
+    assert "non-finite in 1 of 2; finite max 1.7e-03" in flex_row and "| - |" in flex_row
+    assert "tessera vs flex non-finite" in md and "FAILS the bf16 check" in md
+    assert "flex: the latent after its last measured step is non-finite" in md
+    assert "| dense | not run: time budget |" in md
+    assert model_report.mask_label(doc["config"]) == "STA, 384-token tiles"
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(doc))
+    assert model_report.main([str(p), "--md", str(tmp_path / "R.md"), "--chart", str(tmp_path / "c.png"),
+                              "--note", "Regenerated here."]) == 0
+    text = (tmp_path / "R.md").read_text()
+    assert text.splitlines()[2] == "Regenerated here."
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    assert (tmp_path / "c.png").stat().st_size > 1000
+
+
+def test_report_describes_wan_vsa_from_the_config():
+    doc = _sta_doc()
+    c = doc["config"]
+    for k in ("video_tokens", "tile", "tile_grid", "dual_layers", "single_layers", "masks"):
+        del c[k]
+    c.update(name="wan14b-720p", tokens=75600, block=64, density=0.1, text_tokens=512, token_order="cube order")
+    md = model_report.markdown(doc)
+    assert "WanTransformer3DModel" in md and "HunyuanVideo" not in md and "STA" not in md
+    assert "VSA top-k on the live q/k, 10% of the 64-token blocks per row" in md and "75,600 video tokens" in md
+    assert model_report.mask_label(c) == "VSA top-10%"
+
+
+@pytest.mark.parametrize("rel", ["latest.json", os.path.join("hunyuan-768p", "latest.json")])
+def test_report_on_the_committed_device_results(rel, tmp_path):
+    """The committed GPU JSONs of both models (Wan2.1-14B VSA, HunyuanVideo 768p STA) report without error, each
+    described as its own model, and every backend row is in the table."""
+    path = os.path.join(RESULTS, rel)
+    if not os.path.exists(path):
+        pytest.skip(f"{path} not committed")
+    with open(path) as f:
+        doc = json.load(f)
+    assert model_report.main([path, "--md", str(tmp_path / "R.md"), "--chart", str(tmp_path / "c.png")]) == 0
+    md = (tmp_path / "R.md").read_text()
+    c = doc["config"]
+    assert c["name"] in md and f"{c['tokens']:,}" in md
+    assert ("HunyuanVideoTransformer3DModel" in md) == (c.get("density") is None)
+    assert ("WanTransformer3DModel" in md) == (c.get("density") is not None)
+    for n, b in doc["backends"].items():
+        row = next(line for line in md.splitlines() if line.startswith(f"| {n}"))
+        if any(x.get("rel_l2") is None for x in b.get("checks", [])):
+            assert "non-finite" in row
+
+
+def _stub_tree(tmp_path, run_rc, report_rc, write_json=True):
+    """A copy of scripts/gpu_model.sh in a tree whose wheels, build, run.py and report.py are stubs."""
+    import shutil
+    import stat
+
+    root = tmp_path / "tree"
+    (root / "scripts").mkdir(parents=True)
+    (root / "bench" / "model").mkdir(parents=True)
+    (root / "build" / "gpu").mkdir(parents=True)
+    (root / "bin").mkdir()
+    shutil.copy(os.path.join(ROOT, "scripts", "gpu_model.sh"), root / "scripts")
+    (root / "scripts" / "peer_site.sh").write_text("peer_site() { :; }\n")
+    (root / "build" / "gpu" / "CMakeCache.txt").write_text("")
+    for tool in ("cmake", "nvidia-smi"):
+        (root / "bin" / tool).write_text("#!/bin/sh\nexit 0\n")
+        (root / "bin" / tool).chmod(stat.S_IRWXU)
+    (root / "bench" / "model" / "run.py").write_text(
+        "import json, os, sys\n"
+        "a = sys.argv\n"
+        "if '--flashinfer-jit-only' in a: sys.exit(0)\n"
+        f"if {write_json!r}:\n"
+        "    json.dump({}, open(os.path.join(a[a.index('--out') + 1], 'latest.json'), 'w'))\n"
+        f"sys.exit({run_rc})\n")
+    (root / "bench" / "model" / "report.py").write_text(
+        f"import sys\nprint('Traceback: report failed' if {report_rc} else 'wrote')\nsys.exit({report_rc})\n")
+    return root
+
+
+@pytest.mark.parametrize("run_rc,report_rc,write_json,want", [
+    (0, 0, True, 0), (0, 1, True, 1), (3, 1, True, 3), (0, 0, False, 1)])
+def test_gpu_model_script_fails_when_its_report_fails(tmp_path, run_rc, report_rc, write_json, want):
+    import shutil
+    import subprocess
+
+    if shutil.which("bash") is None:
+        pytest.skip("no bash")
+    root = _stub_tree(tmp_path, run_rc, report_rc, write_json)
+    env = dict(os.environ, OUT=str(tmp_path / "out"), PATH=f"{root / 'bin'}:{os.environ['PATH']}",
+               MODEL_SECONDS="200")
+    r = subprocess.run(["bash", str(root / "scripts" / "gpu_model.sh")], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == want, r.stdout + r.stderr
+    if report_rc:
+        assert "report failed" in r.stdout
