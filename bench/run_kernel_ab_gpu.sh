@@ -8,9 +8,13 @@
 #     bench_mma_attention only and the entries matching ENTRIES;
 #  3. bench_mma_attention --families FAMILIES --entries ENTRIES on the main build, then on each side build;
 #     with SMALL_SIDES / SMALL_FAMILIES / SMALL_ENTRIES the same for a second set (e.g. the 16/32-row tiles);
-#  4. with SAN_FILTER (a gtest filter): racecheck and synccheck side by side on those tests.
+#  4. with NCU_FAMILIES=F1,...: Nsight Compute (speed of light, compute and memory workload, warp states, occupancy)
+#     on the main build's first NCU_LAUNCHES (12) attention kernels of those families (entries NCU_ENTRIES, default
+#     ENTRIES) -> $OUT/ncu_details.csv;
+#  5. with SAN_FILTER (a gtest filter): racecheck and synccheck side by side on those tests.
 # Usage on the GPU machine: OUT=... SIDES="before=bench/next/x.patch ..." [ENTRIES=regex] [FAMILIES=F1,F2,...]
-#   [SMALL_SIDES=... SMALL_ENTRIES=... SMALL_FAMILIES=...] [SAN_FILTER=...] bench/run_kernel_ab_gpu.sh
+#   [SMALL_SIDES=... SMALL_ENTRIES=... SMALL_FAMILIES=...] [NCU_FAMILIES=... NCU_ENTRIES=...] [SAN_FILTER=...]
+#   [FULL_SUITE=1] bench/run_kernel_ab_gpu.sh
 #   (carry [".deps", ".revision"]); ~3-5 minutes.
 # Outputs: $OUT/bench_<name>/tessera_mma_bench.json (main, each side; main_small and the small sides), $OUT/logs.tgz.
 set -uo pipefail
@@ -60,6 +64,15 @@ if [ -n "${SMALL_SIDES:-}" ]; then
   for side in $SMALL_SIDES; do
     bench "${side%%=*}" "/tmp/tessera_${side%%=*}/build/gpu/bin/bench_mma_attention" "$SMALL_FAMILIES" "$SMALL_ENTRIES"
   done
+fi
+if [ -n "${NCU_FAMILIES:-}" ]; then  # Nsight Compute on the main build: where the named kernels' cycles go
+  mkdir -p /tmp/tessera_ncu
+  timeout 200 ncu --clock-control none --kernel-name regex:attention_kernel --launch-count "${NCU_LAUNCHES:-12}" \
+    --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    --section WarpStateStats --section Occupancy --csv --page details \
+    build/gpu/bin/bench_mma_attention --families "$NCU_FAMILIES" --entries "${NCU_ENTRIES:-$ENTRIES}" --reps 1 \
+    --out /tmp/tessera_ncu --data /tmp/tessera_ncu_data > "$OUT/ncu_details.csv" 2> "$L/ncu.err"
+  stamp "ncu rc=$? ($(grep -c '^"' "$OUT/ncu_details.csv") csv lines)"; rm -rf /tmp/tessera_ncu_data
 fi
 if [ -n "${SAN_FILTER:-}" ]; then
   for tool in racecheck synccheck; do
