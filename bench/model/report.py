@@ -7,18 +7,26 @@ is missing or null is left out (or shown as "-"), never formatted as a number.
   python3 bench/model/report.py bench/results/model/latest.json                  # -> RESULTS.md + step_time.png beside it
   python3 bench/model/report.py X.json --note "..."                              # a paragraph under the heading
   python3 bench/model/report.py bench/results/model/latest.json --into bench/RESULTS.md
-      (replaces, or appends, the section between the markers <!-- model-loop --> and <!-- /model-loop -->;
-       bench/peers/report.py rewrites bench/RESULTS.md whole, so run this after it)
+  python3 bench/model/report.py bench/results/model/hunyuan-768p/latest.json --into bench/RESULTS.md
+      (each config has its own section, between <!-- model:NAME begin --> and <!-- model:NAME end -->, NAME from the
+       JSON's config.name: a config's section is replaced in place, or inserted after the last model section (at the
+       end of the file when there is none), so the other configs' sections stay; a section of the old single pair
+       <!-- model-loop --> ... <!-- /model-loop --> becomes the section of the config named in its heading;
+       bench/peers/report.py rewrites bench/RESULTS.md whole, so run this after it, once per config)
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-BEGIN, END = "<!-- model-loop -->", "<!-- /model-loop -->"
+LEGACY_BEGIN, LEGACY_END = "<!-- model-loop -->", "<!-- /model-loop -->"  # one section for every config (before the
+# per-config markers): migrated by splice()
+ANY_END = re.compile(r"<!-- model:[A-Za-z0-9._-]+ end -->")
+HEADING = re.compile(r"^## Model-level loop: (\S+)", re.M)
 ORDER = ("dense", "flex", "flashinfer", "tessera")
 
 
@@ -208,15 +216,60 @@ def markdown(doc: Dict[str, Any], chart: Optional[str] = None, source: str = "",
     return "\n".join(out) + "\n"
 
 
-def splice(md_path: str, section: str) -> None:
-    """Replaces the marked section of md_path (or appends it)."""
+def section_key(name: Any) -> str:
+    """The marker name of a config: its name with every run of characters other than letters, digits, '.' and '_'
+    as one '-' (an HTML comment may not hold '--'), or '' for a missing name."""
+    return re.sub(r"[^A-Za-z0-9._]+", "-", name).strip("-") if isinstance(name, str) else ""
+
+
+def markers(key: str) -> Tuple[str, str]:
+    return f"<!-- model:{key} begin -->", f"<!-- model:{key} end -->"
+
+
+def _span(text: str, begin: str, end: str) -> Optional[Tuple[int, int]]:
+    """Where the first begin ... end pair of text is (end's last character + 1), or None."""
+    a = text.find(begin)
+    b = text.find(end, a + len(begin)) if a >= 0 else -1
+    return (a, b + len(end)) if b >= 0 else None
+
+
+def _migrate(text: str, key: str) -> str:
+    """The old single-pair section, if any, as the section of the config its heading names (key, the config being
+    spliced, when the heading names none: the old splice replaced it with any config's); dropped when that config
+    already has a section of its own (it is an older copy of it)."""
+    span = _span(text, LEGACY_BEGIN, LEGACY_END)
+    if span is None:
+        return text
+    a, b = span
+    inner = text[a + len(LEGACY_BEGIN):b - len(LEGACY_END)].strip("\n")
+    m = HEADING.search(inner)
+    k = section_key(m.group(1)) if m else ""
+    begin, end = markers(k or key)
+    if _span(text, begin, end) is not None:
+        rest = text[b:].lstrip("\n")
+        return text[:a] + rest if rest else text[:a].rstrip("\n") + "\n"
+    return text[:a] + f"{begin}\n{inner}\n{end}" + text[b:]
+
+
+def splice(md_path: str, section: str, key: str) -> None:
+    """Replaces config key's marked section of md_path, or inserts it after the last model section (appends it when
+    there is none); an old single-pair section is migrated first (_migrate)."""
+    if not key:
+        raise ValueError("splice: no config name to mark the section with")
     text = open(md_path).read() if os.path.exists(md_path) else ""
-    block = f"{BEGIN}\n{section}{END}\n"
-    if BEGIN in text and END in text:
-        a, b = text.index(BEGIN), text.index(END) + len(END)
-        text = text[:a] + block.rstrip("\n") + text[b:]
+    text = _migrate(text, key)
+    begin, end = markers(key)
+    body = section.rstrip("\n")
+    block = f"{begin}\n{body}\n{end}"
+    span = _span(text, begin, end)
+    if span is not None:
+        text = text[:span[0]] + block + text[span[1]:]
     else:
-        text = text.rstrip("\n") + ("\n\n" if text else "") + block
+        last = [m.end() for m in ANY_END.finditer(text)]
+        if last:
+            text = text[:last[-1]] + "\n\n" + block + text[last[-1]:]
+        else:
+            text = text.rstrip("\n") + ("\n\n" if text else "") + block + "\n"
     with open(md_path, "w") as f:
         f.write(text)
 
@@ -233,6 +286,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         doc = json.load(f)
     here = os.path.dirname(os.path.abspath(a.json))
     md = a.md or os.path.join(here, "RESULTS.md")
+    if a.into and not section_key(doc.get("config", {}).get("name")):
+        ap.error(f"--into: {a.json} has no config.name to mark its section with")
     chart = draw_chart(doc, a.chart or os.path.join(here, "step_time.png"))
     rel = os.path.relpath(chart, os.path.dirname(os.path.abspath(md))) if chart else None
     with open(md, "w") as f:
@@ -240,8 +295,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if a.into:
         rel2 = os.path.relpath(chart, os.path.dirname(os.path.abspath(a.into))) if chart else None
         splice(a.into, markdown(doc, rel2, os.path.relpath(os.path.abspath(a.json), os.path.dirname(
-            os.path.abspath(a.into))), a.note))
-    print(f"wrote {md}" + (f", {chart}" if chart else " (no matplotlib: no chart)"))
+            os.path.abspath(a.into))), a.note), section_key(doc["config"]["name"]))
+    print(f"wrote {md}" + (f", {chart}" if chart else " (no matplotlib: no chart)")
+          + (f"; its section in {a.into}" if a.into else ""))
     return 0
 
 

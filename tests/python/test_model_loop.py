@@ -437,6 +437,153 @@ def test_report_on_the_committed_device_results(rel, tmp_path):
             assert "non-finite" in row
 
 
+# --------------------------------------------------------------------- report.py --into: one section per config
+def _wan_doc():
+    doc = _sta_doc()
+    c = doc["config"]
+    for k in ("video_tokens", "tile", "tile_grid", "dual_layers", "single_layers", "masks"):
+        del c[k]
+    c.update(name="wan14b-720p", model="WanTransformer3DModel", tokens=75600, block=64, density=0.1)
+    return doc
+
+
+def _splice_tree(tmp_path, monkeypatch, head="# Peer scoreboard\n\nThe peers' tables.\n"):
+    """bench/RESULTS.md (head) and the two configs' JSONs where the repo keeps them: Wan at results/model/, HunyuanVideo
+    at results/model/hunyuan-768p/. The chart is stubbed (a path, no matplotlib), so that its link is always there."""
+    bench = tmp_path / "bench"
+    (bench / "results" / "model" / "hunyuan-768p").mkdir(parents=True)
+    (bench / "RESULTS.md").write_text(head)
+    jsons = {"wan14b-720p": bench / "results" / "model" / "latest.json",
+             "hunyuan-768p": bench / "results" / "model" / "hunyuan-768p" / "latest.json"}
+    jsons["wan14b-720p"].write_text(json.dumps(_wan_doc()))
+    jsons["hunyuan-768p"].write_text(json.dumps(_sta_doc()))
+    monkeypatch.setattr(model_report, "draw_chart", lambda doc, path: path)
+    return bench / "RESULTS.md", jsons
+
+
+def _into(md, path, *extra):
+    assert model_report.main([str(path), "--into", str(md), *extra]) == 0
+    return md.read_text()
+
+
+def _section(text, key):
+    begin, end = model_report.markers(key)
+    assert text.count(begin) == 1 and text.count(end) == 1, key
+    return text[text.index(begin):text.index(end) + len(end)]
+
+
+def test_section_key_from_the_config_name():
+    assert model_report.section_key("wan14b-720p") == "wan14b-720p"
+    assert model_report.section_key("hunyuan 768p -- x/y") == "hunyuan-768p-x-y"
+    assert model_report.section_key(None) == "" and model_report.section_key("?") == ""
+    assert model_report.markers("hunyuan-768p") == ("<!-- model:hunyuan-768p begin -->",
+                                                     "<!-- model:hunyuan-768p end -->")
+
+
+def test_splice_two_configs_side_by_side(tmp_path, monkeypatch):
+    md, jsons = _splice_tree(tmp_path, monkeypatch)
+    _into(md, jsons["wan14b-720p"])
+    text = _into(md, jsons["hunyuan-768p"], "--note", "Flex's rows predate the fix.")
+    assert text.startswith("# Peer scoreboard\n\nThe peers' tables.\n\n<!-- model:wan14b-720p begin -->\n")
+    wan, hv = _section(text, "wan14b-720p"), _section(text, "hunyuan-768p")
+    assert text.index(wan) < text.index(hv) and text.endswith(hv + "\n")
+    assert "## Model-level loop: wan14b-720p (Wan2.1" in wan and "HunyuanVideo" not in wan
+    assert "## Model-level loop: hunyuan-768p (HunyuanVideo" in hv and "Flex's rows predate the fix." in hv
+    # Each section links its own config's chart and JSON, relative to bench/RESULTS.md.
+    assert "![step time split](results/model/step_time.png)" in wan
+    assert "![step time split](results/model/hunyuan-768p/step_time.png)" in hv
+    assert "Source: `results/model/latest.json`" in wan and "Source: `results/model/hunyuan-768p/latest.json`" in hv
+    # ... and the RESULTS.md beside each JSON links the chart beside it.
+    assert "![step time split](step_time.png)" in (jsons["hunyuan-768p"].parent / "RESULTS.md").read_text()
+    assert "<!-- model-loop -->" not in text
+
+
+def test_resplicing_one_config_replaces_only_its_own_section(tmp_path, monkeypatch):
+    md, jsons = _splice_tree(tmp_path, monkeypatch)
+    _into(md, jsons["wan14b-720p"])
+    _into(md, jsons["hunyuan-768p"])
+    md.write_text(md.read_text() + "\nA paragraph after the model sections.\n")
+    before = md.read_text()
+    doc = _wan_doc()
+    doc["revision"] = "fedcba987654"
+    jsons["wan14b-720p"].write_text(json.dumps(doc))
+    text = _into(md, jsons["wan14b-720p"])
+    assert _section(text, "hunyuan-768p") == _section(before, "hunyuan-768p")
+    wan = _section(text, "wan14b-720p")
+    assert "revision fedcba987654" in wan and "revision abc" not in wan
+    assert text.replace(wan, "") == before.replace(_section(before, "wan14b-720p"), "")  # nothing else moved
+    # Splicing the same JSON again changes nothing; a third config goes after the last model section, not at the end.
+    assert _into(md, jsons["wan14b-720p"]) == text
+    doc["config"]["name"] = "wan1.3b-720p"
+    third = tmp_path / "third.json"
+    third.write_text(json.dumps(doc))
+    text = _into(md, third)
+    hv, small = _section(text, "hunyuan-768p"), _section(text, "wan1.3b-720p")
+    assert text.index(hv) < text.index(small) < text.index("A paragraph after the model sections.")
+
+
+LEGACY = ("<!-- model-loop -->\n## Model-level loop: wan14b-720p (issue 20)\n\nThe old Wan table.\n\n"
+          "![step time split](results/model/step_time.png)\n<!-- /model-loop -->\n")
+
+
+def test_old_single_marker_section_migrates(tmp_path, monkeypatch):
+    md, jsons = _splice_tree(tmp_path, monkeypatch, head="# Peers\n\n" + LEGACY + "\nTrailing text.\n")
+    # Splicing another config keeps the old Wan section (now under its own markers) and goes right after it.
+    text = _into(md, jsons["hunyuan-768p"])
+    assert "<!-- model-loop -->" not in text and "<!-- /model-loop -->" not in text
+    wan, hv = _section(text, "wan14b-720p"), _section(text, "hunyuan-768p")
+    assert "The old Wan table." in wan
+    assert text.startswith("# Peers\n\n" + wan + "\n\n" + hv + "\n\nTrailing text.\n")
+    # Splicing Wan then replaces the migrated section in place.
+    text = _into(md, jsons["wan14b-720p"])
+    assert "The old Wan table." not in text and "revision abc" in _section(text, "wan14b-720p")
+    assert text.index(_section(text, "wan14b-720p")) < text.index(hv) < text.index("Trailing text.")
+
+
+def test_old_single_marker_section_without_a_config_name_and_stale_copies(tmp_path, monkeypatch):
+    # No config in its heading: the old splice replaced it with whatever was spliced, and so does this one.
+    md, jsons = _splice_tree(tmp_path, monkeypatch,
+                             head="# Peers\n\n<!-- model-loop -->\nsomething\n<!-- /model-loop -->\n")
+    text = _into(md, jsons["hunyuan-768p"])
+    assert "something" not in text and "model-loop -->" not in text
+    assert text == "# Peers\n\n" + _section(text, "hunyuan-768p") + "\n"
+    # An old section of a config that has its own section already is an older copy: dropped.
+    md.write_text(text + "\n" + LEGACY)
+    _into(md, jsons["wan14b-720p"])  # (the old Wan section becomes Wan's, then is replaced)
+    md.write_text(md.read_text() + "\n" + LEGACY + "\nTrailing text.\n")
+    text = _into(md, jsons["hunyuan-768p"])
+    assert "model-loop -->" not in text and "The old Wan table." not in text
+    assert text.endswith(_section(text, "wan14b-720p") + "\n\nTrailing text.\n")
+
+
+def test_into_needs_a_config_name(tmp_path, monkeypatch):
+    md, jsons = _splice_tree(tmp_path, monkeypatch)
+    doc = _wan_doc()
+    del doc["config"]["name"]
+    jsons["wan14b-720p"].write_text(json.dumps(doc))
+    with pytest.raises(SystemExit):
+        model_report.main([str(jsons["wan14b-720p"]), "--into", str(md)])
+    assert md.read_text() == "# Peer scoreboard\n\nThe peers' tables.\n"
+
+
+def test_committed_results_md_model_sections_link_their_own_charts():
+    """bench/RESULTS.md's model sections: one per committed config JSON, each linking that config's chart and JSON."""
+    path = os.path.join(ROOT, "bench", "RESULTS.md")
+    text = open(path).read() if os.path.exists(path) else ""
+    if "<!-- model:" not in text:
+        pytest.skip("no model section in bench/RESULTS.md")
+    assert "<!-- model-loop -->" not in text
+    import re
+
+    for key, body in re.findall(r"<!-- model:(\S+) begin -->\n(.*?)<!-- model:\1 end -->", text, re.S):
+        src = re.search(r"Source: `([^`]+)`", body).group(1)
+        with open(os.path.join(ROOT, "bench", src)) as f:
+            assert model_report.section_key(json.load(f)["config"]["name"]) == key
+        for link in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", body):
+            assert link == os.path.join(os.path.dirname(src), "step_time.png")
+            assert os.path.exists(os.path.join(ROOT, "bench", link)), link
+
+
 def _stub_tree(tmp_path, run_rc, report_rc, write_json=True):
     """A copy of scripts/gpu_model.sh in a tree whose wheels, build, run.py and report.py are stubs."""
     import shutil
