@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -305,13 +306,29 @@ def markdown(doc: Dict[str, Any], charts: Sequence[str] = (), md_dir: str = ".",
     return "\n".join(L)
 
 
+MODEL_SECTION = re.compile(r"<!-- model:([A-Za-z0-9._-]+) begin -->.*?<!-- model:\1 end -->", re.S)
+
+
+def model_sections(md_path: str) -> List[str]:
+    """The model-loop sections (bench/model/report.py --into: <!-- model:NAME begin --> ... end) of an existing
+    Markdown file, in order; [] when the file does not exist."""
+    try:
+        with open(md_path) as f:
+            return [m.group(0) for m in MODEL_SECTION.finditer(f.read())]
+    except FileNotFoundError:
+        return []
+
+
 def generate(doc: Dict[str, Any], md_path: str, charts_dir: str, source: str = "", draw: bool = True) -> str:
+    """Writes the scoreboard Markdown to md_path (and the charts to charts_dir); the model-loop sections the file
+    already holds are kept after the scoreboard, so that a scoreboard run does not drop them."""
     charts = draw_charts(doc, charts_dir) if draw else []
     md_dir = os.path.dirname(os.path.abspath(md_path))
     os.makedirs(md_dir, exist_ok=True)
     text = markdown(doc, [os.path.abspath(c) for c in charts], md_dir, source)
+    kept = model_sections(md_path)
     with open(md_path, "w") as f:
-        f.write(text + "\n")
+        f.write(text + "\n" + "".join("\n" + sec + "\n" for sec in kept))
     return md_path
 
 

@@ -261,6 +261,21 @@ def test_report_cli_writes_markdown_and_charts(tmp_path):
         assert f"](../{name})" in text  # linked relative to the Markdown file
 
 
+def test_report_keeps_model_loop_sections(tmp_path):
+    p = tmp_path / "latest.json"
+    p.write_text(json.dumps(example_doc()))
+    md = tmp_path / "RESULTS.md"
+    wan = "<!-- model:wan14b-720p begin -->\n## Model-level loop: wan\n<!-- model:wan14b-720p end -->"
+    hv = "<!-- model:hunyuan-768p begin -->\n## Model-level loop: hv\n<!-- model:hunyuan-768p end -->"
+    md.write_text("# Peer scoreboard (old)\n\n" + wan + "\n\n" + hv + "\n")
+    assert report.main([str(p), "--md", str(md), "--no-charts"]) == 0
+    text = md.read_text()
+    assert "(old)" not in text and "abc123" in text
+    assert text.index("abc123") < text.index(wan) < text.index(hv)  # kept, in order, after the scoreboard
+    assert report.main([str(p), "--md", str(md), "--no-charts"]) == 0
+    assert md.read_text() == text  # a second run changes nothing
+
+
 def test_report_cli_merges(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps(example_doc()))
