@@ -278,6 +278,9 @@ def main(argv=None) -> int:
     r.doc["config"]["parameters"] = loop.params()
     r.doc["config"]["build_s"] = round(loop.build_s, 1)
     r.log(f"model built: {loop.params() / 1e9:.2f} B parameters in {loop.build_s:.1f} s")
+    if hasattr(loop, "prepare_masks"):  # static masks (STA): built before any backend is timed, shared by all
+        r.doc["config"]["mask_prepare_s"] = round(loop.prepare_masks(a.steps), 2)
+        r.log(f"masks of steps 0..{a.steps} built in {r.doc['config']['mask_prepare_s']} s (untimed)")
     r.write()
 
     ctx = loop.ctx

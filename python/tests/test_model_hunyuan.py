@@ -98,6 +98,17 @@ def test_processor_with_a_sta_window_equals_token_level_masked_attention():
     assert _rel(got, _own_output(loop)) > 1e-3  # and the mask did change the model's output
 
 
+def test_prepare_masks_builds_every_layer_of_the_measured_steps():
+    _, loop = _loop((1, 2, 1))
+    assert not loop.masks.cache
+    secs = loop.prepare_masks(2)
+    assert secs >= 0.0
+    want = {(loop.schedule_step(i), layer) for i in range(3) for layer in range(len(loop.processors))}
+    assert set(loop.masks.cache) == want
+    counts, idx = loop.masks(loop.schedule_step(1), 0)  # a cache hit: the same tensors
+    assert counts is loop.masks.cache[(loop.schedule_step(1), 0)][0] and idx.shape[-1] >= 1
+
+
 def test_padded_text_is_refused():
     cfg, loop = _loop((2, 2, 2))
     loop.text_mask[0, -3:] = False
