@@ -2,7 +2,7 @@
 // The consumer role: warpgroup c (0 .. kConsumers-1) owns query rows 64 c .. 64 c + 63 of the tile. Per entry j of
 // the work item (FlashAttention-3's intra-warpgroup overlap):
 //
-//   wait K(j); issue S(j) = Q K(j)^T (SS)               | commit
+//   wait K(j); issue S(j) = Q K(j)^T (SS; RS with Q's fragments in registers on T_KV = 64 tiles) | commit
 //   j > 0: wait V(j-1); issue O += P(j-1) V(j-1) (RS)   | commit
 //   wait until S(j) retired (PV(j-1) may still run); release K(j)
 //   mask S(j); softmax score step (new maxima, P(j) = exp2(...), alpha)
@@ -10,8 +10,8 @@
 //   O *= alpha; pack P(j) into A fragments
 //
 // and after the last entry O += P(n-1) V(n-1). The softmax of tile j thus overlaps the PV product of tile j-1.
-// Coarsened-Q tiles of two consumer warpgroups run consumer_skip.cuh's loop instead, which skips the entries that only
-// the other warpgroup's query blocks need.
+// Coarsened-Q tiles of two consumer warpgroups on T_KV = 64 run consumer_skip.cuh's loop instead, which skips the
+// entries that only the other warpgroup's query blocks need (attention.cuh chooses).
 // Deadlock freedom: the producer issues K(0), V(0), K(1), V(1), ... and waits only for stages the consumers release
 // after reading them; the consumers wait for K(j) before V(j-1), both issued earlier, so every wait is for a load
 // already issued or issuable.

@@ -1,6 +1,6 @@
 #pragma once
-// The consumer of Coarsened-Q tiles with two consumer warpgroups (Cfg::kConsumers = 2, span-masked or packed entries,
-// B_Q < T_Q): a warpgroup skips the products of an entry none of whose active pairs meets its 64 rows, waiting for and
+// The consumer of Coarsened-Q tiles with two consumer warpgroups (Cfg::kConsumers = 2, T_KV = 64, span-masked or
+// packed entries, B_Q < T_Q): a warpgroup skips the products of an entry none of whose active pairs meets its 64 rows, waiting for and
 // releasing its K and V stages instead. The other warpgroup's query blocks needed that K/V tile; this one would only
 // have masked it whole. Two query blocks that share part of their kv lists thus load the shared tiles once and each
 // compute only their own entries. The result is the one of consumer.cuh's loop, bit for bit.
