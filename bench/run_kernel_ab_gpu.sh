@@ -10,13 +10,14 @@
 #     with SMALL_SIDES / SMALL_FAMILIES / SMALL_ENTRIES the same for a second set (e.g. the 16/32-row tiles);
 #  4. with NCU_FAMILIES=F1,...: Nsight Compute (speed of light, compute and memory workload, warp states, occupancy)
 #     on the main build's first NCU_LAUNCHES (12) attention kernels of those families (entries NCU_ENTRIES, default
-#     ENTRIES) -> $OUT/ncu_details.csv;
+#     ENTRIES) -> $OUT/ncu_details.csv (--page raw: one row per launch; bench/ncu_summary.py reads it);
 #  5. with SAN_FILTER (a gtest filter): racecheck and synccheck side by side on those tests.
 # Usage on the GPU machine: OUT=... SIDES="before=bench/next/x.patch ..." [ENTRIES=regex] [FAMILIES=F1,F2,...]
 #   [SMALL_SIDES=... SMALL_ENTRIES=... SMALL_FAMILIES=...] [NCU_FAMILIES=... NCU_ENTRIES=...] [SAN_FILTER=...]
 #   [FULL_SUITE=1] bench/run_kernel_ab_gpu.sh
 #   (carry [".deps", ".revision"]); ~3-5 minutes.
-# Outputs: $OUT/bench_<name>/tessera_mma_bench.json (main, each side; main_small and the small sides), $OUT/logs.tgz.
+# Outputs: $OUT/bench_<name>/tessera_mma_bench.json (main, each side; main_small and <name>_small for the small
+#   sides), $OUT/logs.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; L="$OUT/logs"; mkdir -p "$L"
@@ -27,18 +28,20 @@ NVCC="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
 T=build/gpu/tests/tessera_tests_gpu
 ENTRIES="${ENTRIES:-^wgmma\.bf16\.d128\.t(128x64|128x128|64x64|64x128)\.}"
 FAMILIES="${FAMILIES:-Q64K64-HD,Q64K64,Q64K64-DD,Q64K32,Q128K64,Q128K128,Dense,Wan720p-Q64K64,Wan720p-topk}"
+SMALL_ENTRIES="${SMALL_ENTRIES:-.}"
+if [ -n "${SMALL_SIDES:-}" ]; then : "${SMALL_FAMILIES:?SMALL_SIDES needs SMALL_FAMILIES}"; fi
 
 # side_tree <name> <patch> <kernel filter>: a patched copy of the tree, bench_mma_attention only (run in background)
 side_tree() {
-  local P=/tmp/tessera_$1; rm -rf "$P"; mkdir -p "$P"
+  local P=/tmp/tessera_$1 patch; patch="$(realpath "$2")"; rm -rf "$P"; mkdir -p "$P"
   tar cf - --exclude=./build --exclude=./.whl --exclude=./.git . | tar xf - -C "$P"
-  (cd "$P" && git apply "$OLDPWD/$2" && cmake --preset gpu -G Ninja -DCMAKE_PREFIX_PATH="$DEPS" \
+  (cd "$P" && git apply "$patch" && cmake --preset gpu -G Ninja -DCMAKE_PREFIX_PATH="$DEPS" \
      -DTESSERA_KERNEL_FILTER="$3" -DCMAKE_CUDA_COMPILER="$NVCC" -DTESSERA_BUILD_PYTHON=OFF &&
    cmake --build --preset gpu -j 6 --target bench_mma_attention) > "$L/build_$1.log" 2>&1
   echo "rc=$?" >> "$L/build_$1.log"
 }
 for side in ${SIDES:-}; do side_tree "${side%%=*}" "${side#*=}" "$ENTRIES" & done
-for side in ${SMALL_SIDES:-}; do side_tree "${side%%=*}" "${side#*=}" "${SMALL_ENTRIES:-.}" & done
+for side in ${SMALL_SIDES:-}; do side_tree "${side%%=*}_small" "${side#*=}" "$SMALL_ENTRIES" & done  # own trees
 if [ -n "${FULL_SUITE:-}" ]; then  # the whole GPU suite (ctest -L gpu: C++ and Python), through gpu_check.sh's env
   OUT="$L" scripts/gpu_check.sh -j 16 -L gpu --timeout 240 > "$L/gpu_check.log" 2>&1
   stamp "main build + ctest -L gpu rc=$?"; grep -E "gpu build|tests passed|tests failed|\(Failed\)|Timeout|rror" "$L/gpu_check.log" | head -20
@@ -50,7 +53,8 @@ else
   grep -E '^\[  FAILED  \]|Failure|relative L2|LSE\[|S = Q' "$L/kernel_tests.log" | head -20
 fi
 wait
-for side in ${SIDES:-} ${SMALL_SIDES:-}; do stamp "build ${side%%=*}: $(tail -1 "$L/build_${side%%=*}.log")"; done
+for side in ${SIDES:-}; do stamp "build ${side%%=*}: $(tail -1 "$L/build_${side%%=*}.log")"; done
+for side in ${SMALL_SIDES:-}; do stamp "build ${side%%=*}_small: $(tail -1 "$L/build_${side%%=*}_small.log")"; done
 bench() {  # bench <name> <binary> <families> <entries>
   mkdir -p "$OUT/bench_$1"
   timeout 150 "$2" --out "$OUT/bench_$1" --data "/tmp/tessera_bench_$1" --families "$3" --entries "$4" > "$L/bench_$1.log" 2>&1
@@ -62,14 +66,15 @@ for side in ${SIDES:-}; do bench "${side%%=*}" "/tmp/tessera_${side%%=*}/build/g
 if [ -n "${SMALL_SIDES:-}" ]; then
   bench main_small build/gpu/bin/bench_mma_attention "$SMALL_FAMILIES" "$SMALL_ENTRIES"
   for side in $SMALL_SIDES; do
-    bench "${side%%=*}" "/tmp/tessera_${side%%=*}/build/gpu/bin/bench_mma_attention" "$SMALL_FAMILIES" "$SMALL_ENTRIES"
+    bench "${side%%=*}_small" "/tmp/tessera_${side%%=*}_small/build/gpu/bin/bench_mma_attention" "$SMALL_FAMILIES" \
+      "$SMALL_ENTRIES"
   done
 fi
 if [ -n "${NCU_FAMILIES:-}" ]; then  # Nsight Compute on the main build: where the named kernels' cycles go
   mkdir -p /tmp/tessera_ncu
   timeout 200 ncu --clock-control none --kernel-name regex:attention_kernel --launch-count "${NCU_LAUNCHES:-12}" \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
-    --section WarpStateStats --section Occupancy --csv --page details \
+    --section WarpStateStats --section Occupancy --csv --page raw \
     build/gpu/bin/bench_mma_attention --families "$NCU_FAMILIES" --entries "${NCU_ENTRIES:-$ENTRIES}" --reps 1 \
     --out /tmp/tessera_ncu --data /tmp/tessera_ncu_data > "$OUT/ncu_details.csv" 2> "$L/ncu.err"
   stamp "ncu rc=$? ($(grep -c '^"' "$OUT/ncu_details.csv") csv lines)"; rm -rf /tmp/tessera_ncu_data

@@ -143,7 +143,10 @@ inline BlockMask make_mask(int batch, int heads, int n_qb, int n_kvb, MaskKind k
     s ^= s << 13, s ^= s >> 7, s ^= s << 17;
     return double(s >> 11) * (1.0 / 9007199254740992.0);
   };
-  auto normal = [&rnd]() { return std::sqrt(-2.0 * std::log(1.0 - rnd())) * std::cos(6.283185307179586 * rnd()); };
+  auto normal = [&rnd]() {  // Box-Muller; the two draws sequenced, so every compiler makes the same masks
+    const double u1 = rnd(), u2 = rnd();
+    return std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(6.283185307179586 * u2);
+  };
   std::vector<std::pair<double, int>> scores(static_cast<std::size_t>(n_kvb));
   for (int b = 0; b < batch; ++b)
     for (int h = 0; h < heads; ++h) {

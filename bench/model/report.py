@@ -156,9 +156,11 @@ def markdown(doc: Dict[str, Any], chart: Optional[str] = None, source: str = "",
         out.append(f"Source: `{source}`; command: `{doc.get('command')}`.")
     if doc.get("error"):
         out.append(f"Run error: {doc['error']}.")
+    ext_steps = next((k[len("extrapolated_"):-len("_steps_s")] for b in doc.get("backends", {}).values()
+                      for k in (b.get("summary") or {}) if k.startswith("extrapolated_")), "50")
     out += ["", "Per measured step (mean), milliseconds:", "",
             "| backend | step | attention | of which kernel | sparsifier (mask + layout) | rest | attention share | "
-            "50 steps (s) | step-0 check (rel L2, max) |",
+            f"{ext_steps} steps (s) | step-0 check (rel L2, max) |",
             "|---|---|---|---|---|---|---|---|---|"]
     notes = []
     for n in _rows(doc):

@@ -306,12 +306,14 @@ def markdown(doc: Dict[str, Any], charts: Sequence[str] = (), md_dir: str = ".",
     return "\n".join(L)
 
 
-MODEL_SECTION = re.compile(r"<!-- model:([A-Za-z0-9._-]+) begin -->.*?<!-- model:\1 end -->", re.S)
+MODEL_SECTION = re.compile(r"<!-- model:([A-Za-z0-9._-]+) begin -->.*?<!-- model:\1 end -->"
+                           r"|<!-- model-loop -->.*?<!-- /model-loop -->", re.S)
 
 
 def model_sections(md_path: str) -> List[str]:
-    """The model-loop sections (bench/model/report.py --into: <!-- model:NAME begin --> ... end) of an existing
-    Markdown file, in order; [] when the file does not exist."""
+    """The model-loop sections (bench/model/report.py --into: <!-- model:NAME begin --> ... end, or the single
+    <!-- model-loop --> pair of older files, which report.py --into migrates) of an existing Markdown file, in order;
+    [] when the file does not exist."""
     try:
         with open(md_path) as f:
             return [m.group(0) for m in MODEL_SECTION.finditer(f.read())]

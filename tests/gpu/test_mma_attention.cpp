@@ -153,6 +153,10 @@ void check_case(const CompiledEntry& e, const Case& c, std::uint64_t seed) {
   }
 }
 
+/// Full kv tiles of the halves cases (plus a ragged one): 25 x 64 + 23 tokens give 26 blocks of 64, the last one
+/// (kb = 25, 25 % 7 != 3) foreign to the even query block, so the list ends in a run the first warpgroup skips.
+constexpr int kHalvesKvBlocks = 25;
+
 /// The cases run on entry `e`: each mapping the entry can realize, with ragged sizes, GQA and both layouts.
 std::vector<Case> cases_for(const CompiledEntry& e) {
   const int tq = e.tile_q, tkv = e.tile_kv, d = e.head_dim;
@@ -180,12 +184,15 @@ std::vector<Case> cases_for(const CompiledEntry& e) {
   // masked while another warp's is not; the epilogue merge must weigh such -inf states by zero.
   if (tkv >= 64) add("coarsened_kv4/random", tq, tkv / 4, masked, MaskKind::kRandom, false, 1);
   if (tq >= 32 && tkv >= 32) add("coarsened_q2kv2/band", tq / 2, tkv / 2, masked, MaskKind::kBandRandom, false, 2);
-  // Coarsened-Q where the tile's two consumer warpgroups hold different query blocks that share few kv blocks: each
-  // skips long runs of the other's entries (more than the ring's stages), at the start, the middle and the end.
+  // Coarsened-Q where the tile's two consumer warpgroups hold different query blocks that share few kv blocks: on
+  // the two-warpgroup T_KV = 64 tiles each skips runs of the other's entries longer than the ring's stages, at the
+  // start, the middle and the end of the list (consumer_skip.cuh; the premise is checked by
+  // MmaAttentionMasks.HalvesGiveLongForeignRunsAtStartMiddleAndEnd).
   if (tq >= 64) {
-    cs.push_back({"coarsened_q2/halves", Problem{1, 3 * tq + 37, 24 * tkv + 23, 4, 2, d, tq / 2, tkv, false}, masked,
-                  MaskKind::kHalves});
-    cs.push_back({"packed2_coarsened_q2/halves", Problem{1, 3 * tq + 37, 24 * tkv + 23, 4, 2, d, tq / 2, tkv / 2, true},
+    cs.push_back({"coarsened_q2/halves", Problem{1, 3 * tq + 37, kHalvesKvBlocks * tkv + 23, 4, 2, d, tq / 2, tkv, false},
+                  masked, MaskKind::kHalves});
+    cs.push_back({"packed2_coarsened_q2/halves",
+                  Problem{1, 3 * tq + 37, kHalvesKvBlocks * tkv + 23, 4, 2, d, tq / 2, tkv / 2, true},
                   MappingSpec{tq, tkv, true, true, 1}, MaskKind::kHalves});
   }
   MappingSpec packed{tq, tkv, true, true, 1};
@@ -209,6 +216,31 @@ TEST_P(MmaAttention, MatchesFloat64ReferenceOnEveryMapping) {
   if (e.smem_bytes > std::size_t(optin)) GTEST_SKIP() << "entry needs more shared memory than this GPU has";
   std::uint64_t seed = std::hash<std::string_view>{}(e.name) ^ static_cast<std::uint64_t>(time(nullptr));
   for (const Case& c : cases_for(e)) check_case(e, c, ++seed);
+}
+
+// The premise of the halves cases (no GPU needed): with B_Q = 64 on a 128-row tile, the union list of a query-block
+// pair holds runs of entries foreign to one block longer than the largest ring (4 stages) at its start, in its
+// middle and at its end, so the skipping consumer's flush, lookahead and trailing skips all run.
+TEST(MmaAttentionMasks, HalvesGiveLongForeignRunsAtStartMiddleAndEnd) {
+  const int n_kvb = kHalvesKvBlocks + 1, n_qb = 4;
+  const BlockMask m = make_mask(1, 1, n_qb, n_kvb, MaskKind::kHalves, 0.0, 1);
+  for (int pair = 0; pair + 1 < n_qb; pair += 2) {
+    std::vector<int> owner;  // per union entry: 1 = the even block only, 2 = the odd one only, 3 = both
+    for (int kb = 0; kb < n_kvb; ++kb) {
+      const int o = (m.at(0, 0, pair, kb) ? 1 : 0) | (m.at(0, 0, pair + 1, kb) ? 2 : 0);
+      if (o) owner.push_back(o);
+    }
+    auto longest_run = [&](int foreign_to, std::size_t from, std::size_t to) {  // entries without block bit
+      int best = 0, run = 0;
+      for (std::size_t i = from; i < to; ++i) run = (owner[i] & foreign_to) ? 0 : run + 1, best = std::max(best, run);
+      return best;
+    };
+    const std::size_t n = owner.size(), half = n / 2;
+    EXPECT_GT(longest_run(2, 0, half), 4) << "a run the odd block skips near the start";
+    EXPECT_GT(longest_run(1, half, n), 4) << "a run the even block skips in the second half";
+    EXPECT_EQ(owner.front() & 2, 0) << "the list starts with an entry the odd block skips";
+    EXPECT_EQ(owner.back() & 1, 0) << "the list ends with an entry the even block skips";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Catalog, MmaAttention, ::testing::ValuesIn(kernels::compiled_entries()),

@@ -404,6 +404,17 @@ def test_report_describes_sta_from_the_config_and_survives_null_fields(tmp_path)
     assert (tmp_path / "c.png").stat().st_size > 1000
 
 
+def test_report_extrapolation_header_follows_the_schedule():
+    doc = _sta_doc()
+    assert "| 50 steps (s) |" in model_report.markdown(doc, "step_time.png", "x.json")
+    for b in doc["backends"].values():  # a run with --schedule-steps 30
+        s = b.get("summary")
+        if s:
+            s["extrapolated_30_steps_s"] = s.pop("extrapolated_50_steps_s") * 30 / 50
+    md = model_report.markdown(doc, "step_time.png", "x.json")
+    assert "| 30 steps (s) |" in md and "50 steps (s)" not in md
+
+
 def test_report_describes_wan_vsa_from_the_config():
     doc = _sta_doc()
     c = doc["config"]

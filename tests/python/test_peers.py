@@ -274,6 +274,10 @@ def test_report_keeps_model_loop_sections(tmp_path):
     assert text.index("abc123") < text.index(wan) < text.index(hv)  # kept, in order, after the scoreboard
     assert report.main([str(p), "--md", str(md), "--no-charts"]) == 0
     assert md.read_text() == text  # a second run changes nothing
+    legacy = "<!-- model-loop -->\n## Model-level loop: old\n<!-- /model-loop -->"
+    md.write_text("# Peer scoreboard (old)\n\n" + legacy + "\n")
+    assert report.main([str(p), "--md", str(md), "--no-charts"]) == 0
+    assert legacy in md.read_text()  # the older single-pair section is kept too
 
 
 def test_report_cli_merges(tmp_path):

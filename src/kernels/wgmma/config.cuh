@@ -4,8 +4,8 @@
 //
 // Roles (FlashAttention-3's warp specialization): warpgroup 0 is the producer (one elected thread of its first
 // warp issues every TMA load; the warpgroup lowers its registers to kProducerRegs), warpgroups 1..kConsumers each
-// own 64 query rows of the T_Q-row tile and run S = Q K^T (wgmma SS), the online softmax and O += P V (wgmma RS,
-// P from registers) with kConsumerRegs registers. W = 4 * (1 + T_Q / 64) warps.
+// own 64 query rows of the T_Q-row tile and run S = Q K^T (wgmma SS, or RS with Q in registers: kQInRegisters),
+// the online softmax and O += P V (wgmma RS, P from registers) with kConsumerRegs registers. W = 4 * (1 + T_Q / 64) warps.
 //
 // Shared memory (every operand 128-byte swizzled in 64-column panels of 128-byte rows, as TMA writes it):
 //   Q [kPanels][T_Q][64] | K [S][kPanels][T_KV][64] | V [S][kPanels][T_KV][64] | mbarriers
@@ -72,8 +72,8 @@ struct Config {
   static constexpr int kConsumerRegs = (kConsumerRegsRaw > 240 ? 240 : kConsumerRegsRaw) / 8 * 8;
   // S = Q K^T with Q from registers (wgmma RS; loaded once per item by ldmatrix, D / 4 registers per thread) instead of
   // shared memory (SS): the product then reads only K from shared memory, half the bytes per FLOP when T_KV = 64
-  // (consumer.cuh). Off where the registers are short (T_KV = 128 with two consumers: O, S, P and Q would need ~200
-  // of the 232) and for the swapped tiles (Q is their B operand).
+  // (consumer.cuh). Off on T_KV = 128 tiles, where S is already a 64-FLOP-per-byte product and the registers are
+  // short (O, S and P take 160 per thread before Q's 32), and for the swapped tiles (Q is their B operand).
   static constexpr bool kQInRegisters = !kSwapAB && TKV == 64;
 
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");

@@ -35,13 +35,12 @@ struct SkipConsumer {
     else qk_gemm<Cfg>(s, q_rows, k_stage);
   }
 
-  /// S(e) = Q K(e)^T with nothing to overlap (the item's first tile, or the first after a skip): softmax, P(e) packed,
-  /// and with kRescale (after a skip, where O may hold earlier tiles) O *= alpha; on the item's first tile O is 0.
-  template <bool kRescale>
+  /// S(e) = Q K(e)^T with nothing to overlap (the item's first tile, or the first after a skip): softmax, O *= alpha
+  /// (O may hold earlier tiles after a skip; on the item's first tile O is 0 and alpha 0), P(e) packed.
   __device__ __forceinline__ void first_tile(const TileMembers& tm, const Barriers<Cfg>& bar, int lane) {
     float s[Cfg::TKV / 2];
     consumer_wait(bar.k_full, kr.stage, kr.phase);
-    if constexpr (kRescale) fence_all(o);
+    fence_all(o);
     issue_qk(s);
     ptx::wgmma_commit();
     ptx::wgmma_wait<0>();
@@ -50,8 +49,8 @@ struct SkipConsumer {
     kr.advance();
     mask.apply(s, tm, lane);
     float alpha[2];
-    softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);  // on the item's first tile alpha = 0 and O is 0
-    if constexpr (kRescale) rescale_o<Cfg::D>(o, alpha);
+    softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);
+    rescale_o<Cfg::D>(o, alpha);
     pack_p<Cfg::TKV, T>(s, pf);
   }
 
@@ -163,7 +162,7 @@ __device__ __forceinline__ void consumer_skip_loop(const KernelParams& kp, const
         for (int e = j; e < m; ++e) cs.skip_v(bar);
       } else {
         for (int e = j; e < m; ++e) cs.skip_k(bar), cs.skip_v(bar);
-        cs.first_tile<true>(cur, bar, lane);
+        cs.first_tile(cur, bar, lane);
       }
       pending = true;
       j = m + 1;

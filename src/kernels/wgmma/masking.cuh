@@ -77,7 +77,7 @@ struct TileMask {
 
   /// Whether any (query sub-block, kv sub-block) pair of entry tm that meets this warpgroup's rows is active. When
   /// none is, every score of the warpgroup would be masked: the tile changes neither m, l nor O, and the consumer
-  /// may skip its products (consumer.cuh).
+  /// may skip its products (consumer_skip.cuh).
   __device__ __forceinline__ bool touches(const TileMembers& tm) const { return (tm.bits & own) != 0; }
 
   /// Masks the scores s of entry e in place.
