@@ -5,7 +5,8 @@
 // Roles (FlashAttention-3's warp specialization): warpgroup 0 is the producer (one elected thread of its first
 // warp issues every TMA load; the warpgroup lowers its registers to kProducerRegs), warpgroups 1..kConsumers each
 // own 64 query rows of the T_Q-row tile and run S = Q K^T (wgmma SS, or RS with Q in registers: kQInRegisters),
-// the online softmax and O += P V (wgmma RS, P from registers) with kConsumerRegs registers. W = 4 * (1 + T_Q / 64) warps.
+// the online softmax and O += P V (wgmma RS, P from registers) with kConsumerRegs registers.
+// W = 4 * (1 + T_Q / 64) warps.
 //
 // Shared memory (every operand 128-byte swizzled in 64-column panels of 128-byte rows, as TMA writes it):
 //   Q [kPanels][T_Q][64] | K [S][kPanels][T_KV][64] | V [S][kPanels][T_KV][64] | mbarriers

@@ -74,6 +74,16 @@ __device__ __forceinline__ void qk_gemm_rs(float (&s)[Cfg::TKV / 2], const std::
   }
 }
 
+/// S = Q K^T on the K stage at k_stage: RS from Q's fragments qf where Config::kQInRegisters, else SS from the Q
+/// panels at q_rows.
+template <class Cfg>
+__device__ __forceinline__ void issue_qk(float (&s)[Cfg::TKV / 2],
+                                         const std::uint32_t (&qf)[Cfg::kQInRegisters ? Cfg::D / 16 : 1][4],
+                                         std::uint32_t q_rows, std::uint32_t k_stage) {
+  if constexpr (Cfg::kQInRegisters) qk_gemm_rs<Cfg>(s, qf, k_stage);
+  else qk_gemm<Cfg>(s, q_rows, k_stage);
+}
+
 /// O += P V over the tile's kv rows: T_KV / 16 wgmma k steps of 16 rows (2048 bytes) each; V is MN-major, its
 /// 64-column panels kKvPanelBytes apart.
 template <class Cfg>
@@ -140,12 +150,7 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Work
   TileMask<Cfg, V> mask;
   mask.init(p, row0, wg);
   PipelineState<Cfg::S> kr, vr;  // K(j) and V(j-1) read positions
-  std::uint32_t qf[Cfg::kQInRegisters ? Cfg::D / 16 : 1][4];
-  auto issue_qk = [&](float (&s)[Cfg::TKV / 2]) {
-    const std::uint32_t k_stage = base + Cfg::kKOffset + kr.stage * Cfg::kKvBytes;
-    if constexpr (Cfg::kQInRegisters) qk_gemm_rs<Cfg>(s, qf, k_stage);
-    else qk_gemm<Cfg>(s, q_rows, k_stage);
-  };
+  std::uint32_t qf[Cfg::kQInRegisters ? Cfg::D / 16 : 1][4];  // Q's A fragments (kQInRegisters)
 
   if (n > 0) {
     consumer_wait(bar.q_full, 0, 0);
@@ -154,7 +159,7 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Work
     {
       float s[Cfg::TKV / 2];
       consumer_wait(bar.k_full, kr.stage, kr.phase);
-      issue_qk(s);
+      issue_qk<Cfg>(s, qf, q_rows, base + Cfg::kKOffset + kr.stage * Cfg::kKvBytes);
       ptx::wgmma_commit();
       ptx::wgmma_wait<0>();
       fence_all(s);
@@ -169,7 +174,7 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Work
       float s[Cfg::TKV / 2];
       consumer_wait(bar.k_full, kr.stage, kr.phase);
       fence_all(o);
-      issue_qk(s);
+      issue_qk<Cfg>(s, qf, q_rows, base + Cfg::kKOffset + kr.stage * Cfg::kKvBytes);
       ptx::wgmma_commit();
       consumer_wait(bar.v_full, vr.stage, vr.phase);
       pv_gemm<Cfg>(o, pf, base + Cfg::kVOffset + vr.stage * Cfg::kKvBytes);

@@ -1,9 +1,9 @@
 #pragma once
 // The consumer of Coarsened-Q tiles with two consumer warpgroups (Cfg::kConsumers = 2, T_KV = 64, span-masked or
-// packed entries, B_Q < T_Q): a warpgroup skips the products of an entry none of whose active pairs meets its 64 rows, waiting for and
-// releasing its K and V stages instead. The other warpgroup's query blocks needed that K/V tile; this one would only
-// have masked it whole. Two query blocks that share part of their kv lists thus load the shared tiles once and each
-// compute only their own entries. The result is the one of consumer.cuh's loop, bit for bit.
+// packed entries, B_Q < T_Q): a warpgroup skips the products of an entry none of whose active pairs meets its 64
+// rows, waiting for and releasing its K and V stages instead. The other warpgroup's query blocks needed that K/V
+// tile; this one would only have masked it whole. Two query blocks that share part of their kv lists thus load the
+// shared tiles once and each compute only their own entries. The result is the one of consumer.cuh's loop, bit for bit.
 //
 // The tile steps are those of consumer.cuh's loop, as member functions of SkipConsumer so that the loop can start
 // over after a skip; consumer.cuh keeps its own straight-line loop because ptxas spills in it when it is written with
@@ -27,12 +27,9 @@ struct SkipConsumer {
   float scale_log2;
   std::uint32_t qf[Cfg::kQInRegisters ? Cfg::D / 16 : 1][4];  // Q's A fragments (kQInRegisters)
 
-
-  /// Issues S = Q K^T on K stage kr (SS, or RS from qf).
+  /// Issues S = Q K^T on K stage kr.
   __device__ __forceinline__ void issue_qk(float (&s)[Cfg::TKV / 2]) {
-    const std::uint32_t k_stage = base + Cfg::kKOffset + kr.stage * Cfg::kKvBytes;
-    if constexpr (Cfg::kQInRegisters) qk_gemm_rs<Cfg>(s, qf, k_stage);
-    else qk_gemm<Cfg>(s, q_rows, k_stage);
+    wgmma::issue_qk<Cfg>(s, qf, q_rows, base + Cfg::kKOffset + kr.stage * Cfg::kKvBytes);
   }
 
   /// S(e) = Q K(e)^T with nothing to overlap (the item's first tile, or the first after a skip): softmax, O *= alpha
