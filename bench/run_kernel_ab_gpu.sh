@@ -14,7 +14,7 @@
 #  5. with SAN_FILTER (a gtest filter): racecheck and synccheck side by side on those tests.
 # Usage on the GPU machine: OUT=... SIDES="before=bench/next/x.patch ..." [ENTRIES=regex] [FAMILIES=F1,F2,...]
 #   [SMALL_SIDES=... SMALL_ENTRIES=... SMALL_FAMILIES=...] [NCU_FAMILIES=... NCU_ENTRIES=...] [SAN_FILTER=...]
-#   [FULL_SUITE=1] bench/run_kernel_ab_gpu.sh
+#   [SAN_TIMEOUT=seconds (100)] [FULL_SUITE=1] bench/run_kernel_ab_gpu.sh
 #   (carry [".deps", ".revision"]); ~3-5 minutes.
 # Outputs: $OUT/bench_<name>/tessera_mma_bench.json (main, each side; main_small and <name>_small for the small
 #   sides), $OUT/logs.tgz.
@@ -81,7 +81,7 @@ if [ -n "${NCU_FAMILIES:-}" ]; then  # Nsight Compute on the main build: where t
 fi
 if [ -n "${SAN_FILTER:-}" ]; then
   for tool in racecheck synccheck; do
-    ( timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 "$T" --gtest_filter="$SAN_FILTER" \
+    ( timeout "${SAN_TIMEOUT:-100}" compute-sanitizer --tool $tool --error-exitcode 9 "$T" --gtest_filter="$SAN_FILTER" \
         > "$L/san_$tool.log" 2>&1; echo "rc=$?" >> "$L/san_$tool.log" ) &
   done
   wait

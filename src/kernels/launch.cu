@@ -92,6 +92,7 @@ void validate_attention(const CompiledEntry& e, KvVariant variant, const Attenti
     bad("meta.items", "null with n_items > 0");
   }
   if (p.meta.n_items < 0) bad("meta.n_items", "negative");
+  if (p.max_ctas < 0) bad("max_ctas", std::to_string(p.max_ctas) + " is negative (0: as many CTAs as are resident)");
   if (p.meta.member != nullptr && variant != KvVariant::kSpan) {
     // A membership word holds 8 bits per query sub-block of the tile: at least that many bytes.
     const int words = p.meta.member_bytes, q_sub = p.block_q < e.tile_q ? e.tile_q / p.block_q : 1;

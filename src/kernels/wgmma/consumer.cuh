@@ -10,6 +10,8 @@
 //   O *= alpha; pack P(j) into A fragments
 //
 // and after the last entry O += P(n-1) V(n-1). The softmax of tile j thus overlaps the PV product of tile j-1.
+// The Q buffer is released as soon as the item no longer reads it (after loading Q's fragments when Q sits in
+// registers, else once the last S retired), so that a persistent CTA's producer can load the next item's Q.
 // Coarsened-Q tiles of two consumer warpgroups on T_KV = 64 run consumer_skip.cuh's loop instead, which skips the
 // entries that only the other warpgroup's query blocks need (attention.cuh chooses).
 // Deadlock freedom: the producer issues K(0), V(0), K(1), V(1), ... and waits only for stages the consumers release
@@ -24,6 +26,7 @@
 #include "kernels/wgmma/params.cuh"
 #include "kernels/wgmma/pipeline.cuh"
 #include "kernels/wgmma/softmax.cuh"
+#include "kernels/work_item.cuh"
 
 namespace tessera::kernels::wgmma {
 
@@ -127,13 +130,20 @@ __device__ __forceinline__ void write_rows(const AttentionParams& p, const WorkI
   }
 }
 
-/// The consumer warpgroup `wg`'s whole work for item `it`, epilogue included: every entry computed in order (tile 0
-/// alone, each later tile overlapped with the previous PV, then the last PV).
+/// Consumer side: once this warpgroup no longer reads the Q buffer, releases it (every consumer warp arrives).
+__device__ __forceinline__ void release_q(std::uint64_t* q_empty) { consumer_release(q_empty, 0); }
+
+/// The consumer warpgroup `wg`'s whole work for item *item, epilogue included: every entry computed in order (tile 0
+/// alone, each later tile overlapped with the previous PV, then the last PV), from ring positions `pos` (advanced
+/// past the item). The item index sits in the warp's shared-memory slot (attention.cuh) and is read again for the
+/// epilogue, so that neither it nor the item's fields stay live across the mainloop.
 template <class Cfg, KvVariant V>
-__device__ __forceinline__ void consumer_loop(const KernelParams& kp, const WorkItem& it, unsigned char* smem,
-                                              const Barriers<Cfg>& bar, int wg) {
+__device__ __forceinline__ void consumer_loop(const KernelParams& kp, const volatile std::int32_t* item,
+                                              unsigned char* smem, const Barriers<Cfg>& bar, int wg,
+                                              RingPositions<Cfg::S>& pos) {
   using T = typename Cfg::Elem;
   const AttentionParams& p = kp.p;
+  const WorkItem it = work_item(p, *item);
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const int row0 = wg * 64 + warp * 16 + lane / 4;  // tile row of the thread's first row
   // Entry count as a warp-uniform value (a shuffle from lane 0), so that the loop is not a divergent path.
@@ -149,12 +159,15 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Work
   RowState st;
   TileMask<Cfg, V> mask;
   mask.init(p, row0, wg);
-  PipelineState<Cfg::S> kr, vr;  // K(j) and V(j-1) read positions
+  PipelineState<Cfg::S> kr = pos.ring(), vr = kr;  // K(j) and V(j-1) read positions
   std::uint32_t qf[Cfg::kQInRegisters ? Cfg::D / 16 : 1][4];  // Q's A fragments (kQInRegisters)
 
   if (n > 0) {
-    consumer_wait(bar.q_full, 0, 0);
-    if constexpr (Cfg::kQInRegisters) load_q_fragments<Cfg>(qf, q_rows, warp, lane);
+    consumer_wait(bar.q_full, 0, pos.q_phase());
+    if constexpr (Cfg::kQInRegisters) {
+      load_q_fragments<Cfg>(qf, q_rows, warp, lane);
+      release_q(bar.q_empty);
+    }
     // Tile 0: S(0), softmax; nothing to overlap with yet.
     {
       float s[Cfg::TKV / 2];
@@ -165,6 +178,8 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Work
       fence_all(s);
       consumer_release(bar.k_empty, kr.stage);
       kr.advance();
+      if constexpr (!Cfg::kQInRegisters)
+        if (n == 1) release_q(bar.q_empty);
       mask.apply(s, p, it.entry_begin, lane);
       float alpha[2];
       softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);  // alpha = 0: O is still 0
@@ -183,6 +198,8 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Work
       fence_all(s);
       consumer_release(bar.k_empty, kr.stage);
       kr.advance();
+      if constexpr (!Cfg::kQInRegisters)
+        if (j == n - 1) release_q(bar.q_empty);
       mask.apply(s, p, it.entry_begin + j, lane);
       float alpha[2];
       softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);
@@ -200,9 +217,10 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Work
     ptx::wgmma_wait<0>();
     fence_all(o);
     consumer_release(bar.v_empty, vr.stage);
+    pos.advance(n);
   }
 
-  write_rows<Cfg>(p, it, o, st, row0, lane);
+  write_rows<Cfg>(p, work_item(p, *item), o, st, row0, lane);
 }
 
 }  // namespace tessera::kernels::wgmma
