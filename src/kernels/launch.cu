@@ -66,6 +66,7 @@ const CompiledEntry* find_compiled_entry(std::string_view name) noexcept {
 void validate_attention(const CompiledEntry& e, KvVariant variant, const AttentionParams& p) {
   if (p.dtype != e.dtype) bad("q.dtype", std::string(dtype_name(p.dtype)) + " does not match entry " + std::string(e.name));
   if (p.head_dim != e.head_dim) bad("head_dim", std::to_string(p.head_dim) + " does not match entry " + std::string(e.name));
+  if (p.max_ctas < 0) bad("max_ctas", std::to_string(p.max_ctas) + " is negative (0: as many CTAs as are resident)");
   require_aligned(p.q, "q");
   require_aligned(p.k, "k");
   require_aligned(p.v, "v");
@@ -92,7 +93,6 @@ void validate_attention(const CompiledEntry& e, KvVariant variant, const Attenti
     bad("meta.items", "null with n_items > 0");
   }
   if (p.meta.n_items < 0) bad("meta.n_items", "negative");
-  if (p.max_ctas < 0) bad("max_ctas", std::to_string(p.max_ctas) + " is negative (0: as many CTAs as are resident)");
   if (p.meta.member != nullptr && variant != KvVariant::kSpan) {
     // A membership word holds 8 bits per query sub-block of the tile: at least that many bytes.
     const int words = p.meta.member_bytes, q_sub = p.block_q < e.tile_q ? e.tile_q / p.block_q : 1;

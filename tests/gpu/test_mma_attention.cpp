@@ -291,6 +291,14 @@ TEST(MmaAttentionLaunch, RejectsBadArgumentsBeforeLaunch) {
   } catch (const Error& err) {
     EXPECT_EQ(err.argument(), "q.dtype");
   }
+  p.dtype = e.dtype, p.head_dim = e.head_dim;
+  p.max_ctas = -1;
+  try {
+    kernels::validate_attention(e, kernels::KvVariant::kSpan, p);
+    FAIL() << "expected an error";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.argument(), "max_ctas");
+  }
   try {
     kernels::launch_attention("mma.no.such.entry", kernels::KvVariant::kSpan, p, nullptr);
     FAIL() << "expected an error";
