@@ -46,6 +46,10 @@ struct DevicePlan {
     if (p.n_partials > 0) {
       o_partial = DeviceBuffer(std::size_t(p.n_partials) * tile_q * head_dim * sizeof(float));
       lse_partial = DeviceBuffer(std::size_t(p.n_partials) * tile_q * sizeof(float));
+      // Poisoned (NaN), so that a partial the kernel never writes cannot pass for one a previous run left in the
+      // same memory.
+      TESSERA_CUDA_CHECK(cudaMemset(o_partial.data(), 0xFF, o_partial.bytes()));
+      TESSERA_CUDA_CHECK(cudaMemset(lse_partial.data(), 0xFF, lse_partial.bytes()));
     }
   }
   /// Points `prm` at this plan's metadata and workspace.

@@ -69,7 +69,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) attention_kern
         }
       };
       if constexpr (Cfg::kPersistent) {
-        for (*i = first; *i < p.meta.n_items; *i = *i + gridDim.x) consume();  // (no += on a volatile in C++20)
+        for (*i = first; *i < p.meta.n_items;) {
+          consume();
+          // Every lane reads the index before any lane stores the next one (the same value from every lane).
+          __syncwarp();
+          const std::int32_t next = *i + static_cast<std::int32_t>(gridDim.x);
+          __syncwarp();
+          *i = next;
+        }
       } else {
         *i = first;
         consume();

@@ -94,7 +94,8 @@ struct Config {
   static_assert(W == 4 * (1 + kConsumers), "W counts the producer warpgroup and the consumers' 4 warps each");
   static_assert(TKV == 64 || TKV == 128, "T_KV: a wgmma N the PTX layer provides (64 or 128)");
   static_assert(S >= 1 && S <= 4, "1-4 stages per ring");
-  static_assert(kSmemBytes <= 227 * 1024, "fits sm_90a's 227 KB of shared memory per CTA");
+  // (+ the static item slots of attention.cuh: one int per consumer warp)
+  static_assert(kSmemBytes + 4 * kConsumerWarps <= 227 * 1024, "fits sm_90a's 227 KB of shared memory per CTA");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= kEntryRegs * kThreads,
                 "the register split fits the CTA's registers");
 };

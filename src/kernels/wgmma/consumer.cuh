@@ -21,6 +21,7 @@
 
 #include "kernels/output.cuh"
 #include "kernels/ptx/ldmatrix.cuh"
+#include "kernels/ptx/proxy_fence.cuh"
 #include "kernels/ptx/wgmma.cuh"
 #include "kernels/wgmma/masking.cuh"
 #include "kernels/wgmma/params.cuh"
@@ -133,6 +134,15 @@ __device__ __forceinline__ void write_rows(const AttentionParams& p, const WorkI
 /// Consumer side: once this warpgroup no longer reads the Q buffer, releases it (every consumer warp arrives).
 __device__ __forceinline__ void release_q(std::uint64_t* q_empty) { consumer_release(q_empty, 0); }
 
+/// release_q after the warp read Q by ldmatrix (Config::kQInRegisters): the producer's next TMA write of Q is an
+/// async-proxy access after generic-proxy reads, so the proxy fence orders them, and the warp converges so that lane
+/// 0's arrival covers every lane's reads.
+__device__ __forceinline__ void release_q_after_ldmatrix(std::uint64_t* q_empty) {
+  ptx::fence_proxy_async_shared();
+  __syncwarp();
+  release_q(q_empty);
+}
+
 /// The consumer warpgroup `wg`'s whole work for item *item, epilogue included: every entry computed in order (tile 0
 /// alone, each later tile overlapped with the previous PV, then the last PV), from ring positions `pos` (advanced
 /// past the item). The item index sits in the warp's shared-memory slot (attention.cuh) and is read again for the
@@ -166,7 +176,7 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const vola
     consumer_wait(bar.q_full, 0, pos.q_phase());
     if constexpr (Cfg::kQInRegisters) {
       load_q_fragments<Cfg>(qf, q_rows, warp, lane);
-      release_q(bar.q_empty);
+      release_q_after_ldmatrix(bar.q_empty);
     }
     // Tile 0: S(0), softmax; nothing to overlap with yet.
     {

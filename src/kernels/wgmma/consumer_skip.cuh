@@ -140,7 +140,7 @@ __device__ __forceinline__ void consumer_skip_loop(const KernelParams& kp, const
   if (n > 0) {
     consumer_wait(bar.q_full, 0, pos.q_phase());
     load_q_fragments<Cfg>(cs.qf, cs.q_rows, warp, lane);
-    release_q(bar.q_empty);
+    release_q_after_ldmatrix(bar.q_empty);
     bool pending = false;  // the PV of the previous computed entry (p = j - 1) is not issued yet
     int j = 0;             // the next entry to look at; every K and V before it is released, V(p) excepted
     TileMembers tm = load_members<Cfg, V>(p, it.entry_begin);  // entry j's, loaded one tile ahead
