@@ -66,7 +66,6 @@ const CompiledEntry* find_compiled_entry(std::string_view name) noexcept {
 void validate_attention(const CompiledEntry& e, KvVariant variant, const AttentionParams& p) {
   if (p.dtype != e.dtype) bad("q.dtype", std::string(dtype_name(p.dtype)) + " does not match entry " + std::string(e.name));
   if (p.head_dim != e.head_dim) bad("head_dim", std::to_string(p.head_dim) + " does not match entry " + std::string(e.name));
-  if (p.max_ctas < 0) bad("max_ctas", std::to_string(p.max_ctas) + " is negative (0: as many CTAs as are resident)");
   require_aligned(p.q, "q");
   require_aligned(p.k, "k");
   require_aligned(p.v, "v");

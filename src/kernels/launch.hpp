@@ -46,10 +46,6 @@ struct AttentionParams {
   TileMetadataView meta;      ///< device pointers
   float* o_partial = nullptr;
   float* lse_partial = nullptr;
-  /// CTAs a persistent kernel (the wgmma family's 64- and 128-row tiles) launches at most; 0: as many as are
-  /// resident on the GPU at once (occupancy x SMs). Each CTA runs work items blockIdx.x, blockIdx.x + gridDim.x, ...
-  /// One-CTA-per-item kernels ignore it. Tests set it small so that every CTA runs several items.
-  std::int32_t max_ctas = 0;
 };
 
 /// Static description of one compiled catalog entry (a row of catalog.def that the build compiled).
@@ -67,8 +63,7 @@ const std::vector<CompiledEntry>& compiled_entries();
 const CompiledEntry* find_compiled_entry(std::string_view name) noexcept;
 
 /// Validates `p` against entry `name` and variant (Error kInvalidArgument naming the field, or kUnsupported
-/// when the entry is not compiled), then launches one CTA per work item on `stream` (persistent kernels: at most
-/// p.max_ctas CTAs, or as many as are resident, each looping over items). Asynchronous.
+/// when the entry is not compiled), then launches one CTA per work item on `stream`. Asynchronous.
 void launch_attention(std::string_view name, KvVariant variant, const AttentionParams& p, Stream stream);
 
 /// Merges split-KV partials (p.o_partial, p.lse_partial, tile_q rows per slot) into p.o / p.lse for the

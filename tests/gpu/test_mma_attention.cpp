@@ -88,9 +88,7 @@ struct Case {
   MaskKind kind;
 };
 
-/// Runs one case on `entry` and checks O and LSE against the float64 reference: once on the launcher's grid, then
-/// with at most two CTAs (AttentionParams::max_ctas), so that each CTA of a persistent kernel runs several work items
-/// in a row (empty rows, split partials and Coarsened-Q skips among them) and carries its ring positions over.
+/// Runs one case on `entry` and checks O and LSE against the float64 reference.
 void check_case(const CompiledEntry& e, const Case& c, std::uint64_t seed) {
   SCOPED_TRACE(std::string(e.name) + " / " + c.label);
   const Problem& pr = c.pr;
@@ -101,59 +99,56 @@ void check_case(const CompiledEntry& e, const Case& c, std::uint64_t seed) {
       v(e.dtype, {pr.batch, pr.n_kv, pr.h_kv, pr.d}), o(e.dtype, {pr.batch, pr.n_q, pr.h_q, pr.d}),
       lse(DType::kFloat32, {pr.batch, pr.h_q, pr.n_q});
   q.fill_normal(seed * 3 + 1), k.fill_normal(seed * 3 + 2), v.fill_normal(seed * 3 + 3);
+  o.poison(), lse.poison();
   std::vector<double> o_ref, lse_ref;
   reference(pr, m, q, k, v, o_ref, lse_ref);
-  for (const int max_ctas : {0, 2}) {
-    SCOPED_TRACE("max_ctas " + std::to_string(max_ctas));
-    o.poison(), lse.poison();
-    auto dq = upload(q.bytes), dk = upload(k.bytes), dv = upload(v.bytes), dO = upload(o.bytes), dl = upload(lse.bytes);
-    DevicePlan dp(plan, c.spec.tile_q, pr.d);
-    kernels::AttentionParams prm;
-    prm.dtype = e.dtype;
-    prm.q = dq.data(), prm.k = dk.data(), prm.v = dv.data(), prm.o = dO.data(), prm.lse = dl.as<float>();
-    const Strides sq = strides_of(pr, pr.n_q, pr.h_q), sk = strides_of(pr, pr.n_kv, pr.h_kv);
-    prm.q_stride_b = sq.b, prm.q_stride_n = sq.n, prm.q_stride_h = sq.h;
-    prm.o_stride_b = sq.b, prm.o_stride_n = sq.n, prm.o_stride_h = sq.h;
-    prm.k_stride_b = sk.b, prm.k_stride_n = sk.n, prm.k_stride_h = sk.h;
-    prm.v_stride_b = sk.b, prm.v_stride_n = sk.n, prm.v_stride_h = sk.h;
-    prm.lse_stride_b = std::int64_t(pr.h_q) * pr.n_q, prm.lse_stride_h = pr.n_q;
-    prm.batch = pr.batch, prm.n_q = pr.n_q, prm.n_kv = pr.n_kv, prm.h_q = pr.h_q, prm.h_kv = pr.h_kv;
-    prm.head_dim = pr.d, prm.block_q = pr.bq, prm.block_kv = pr.bkv;
-    prm.scale = static_cast<float>(1.0 / std::sqrt(double(pr.d)));
-    prm.max_ctas = max_ctas;
-    run_plan(std::string(e.name), c.spec.packed, c.spec.membership, dp, prm);
-    TESSERA_CUDA_CHECK(cudaDeviceSynchronize());
-    TESSERA_CUDA_CHECK(cudaMemcpy(o.bytes.data(), dO.data(), o.bytes.size(), cudaMemcpyDeviceToHost));
-    TESSERA_CUDA_CHECK(cudaMemcpy(lse.bytes.data(), dl.data(), lse.bytes.size(), cudaMemcpyDeviceToHost));
 
-    // O in logical [B, N, H, D] order (the test tensors are stored per `bhsd`).
-    std::vector<double> o_got(o_ref.size());
-    for (int b = 0; b < pr.batch; ++b)
-      for (int i = 0; i < pr.n_q; ++i)
-        for (int h = 0; h < pr.h_q; ++h)
-          for (int d = 0; d < pr.d; ++d)
-            o_got[((std::size_t(b) * pr.n_q + i) * pr.h_q + h) * pr.d + d] = o.get(b * sq.b + i * sq.n + h * sq.h + d);
-    const double tol = e.dtype == DType::kBFloat16 ? 1e-2 : 5e-3;
-    const double err = relative_l2(o_got.data(), o_ref.data(), std::int64_t(o_ref.size()));
-    if (c.kind == MaskKind::kEmpty) {
-      for (double x : o_got) ASSERT_EQ(x, 0.0) << "empty mask must give O = 0";
-    } else {
-      EXPECT_LE(err, tol) << "relative L2 of O";
-    }
-    // LSE: exact -inf where the reference is -inf, else close (absolute 2e-2 on natural-log values).
-    int bad = 0;
-    for (std::size_t i = 0; i < lse_ref.size(); ++i) {
-      const double g = lse.get(std::int64_t(i)), r = lse_ref[i];
-      const bool ok = std::isinf(r) ? (std::isinf(g) && g < 0) : (std::isfinite(g) && std::abs(g - r) <= 2e-2);
-      if (!ok && bad++ < 3) ADD_FAILURE() << "LSE[" << i << "] = " << g << ", reference " << r;
-    }
-    EXPECT_EQ(bad, 0) << "LSE mismatches";
-    // Empty rows: O exactly 0.
-    for (std::size_t i = 0; i < o_ref.size(); ++i) {
-      if (o_ref[i] == 0.0 && std::isinf(lse_ref[(i / pr.d / pr.h_q / pr.n_q) * pr.h_q * pr.n_q +
-                                                ((i / pr.d) % pr.h_q) * pr.n_q + (i / pr.d / pr.h_q) % pr.n_q])) {
-        ASSERT_EQ(o_got[i], 0.0) << "empty row must give O = 0 at " << i;
-      }
+  auto dq = upload(q.bytes), dk = upload(k.bytes), dv = upload(v.bytes), dO = upload(o.bytes), dl = upload(lse.bytes);
+  DevicePlan dp(plan, c.spec.tile_q, pr.d);
+  kernels::AttentionParams prm;
+  prm.dtype = e.dtype;
+  prm.q = dq.data(), prm.k = dk.data(), prm.v = dv.data(), prm.o = dO.data(), prm.lse = dl.as<float>();
+  const Strides sq = strides_of(pr, pr.n_q, pr.h_q), sk = strides_of(pr, pr.n_kv, pr.h_kv);
+  prm.q_stride_b = sq.b, prm.q_stride_n = sq.n, prm.q_stride_h = sq.h;
+  prm.o_stride_b = sq.b, prm.o_stride_n = sq.n, prm.o_stride_h = sq.h;
+  prm.k_stride_b = sk.b, prm.k_stride_n = sk.n, prm.k_stride_h = sk.h;
+  prm.v_stride_b = sk.b, prm.v_stride_n = sk.n, prm.v_stride_h = sk.h;
+  prm.lse_stride_b = std::int64_t(pr.h_q) * pr.n_q, prm.lse_stride_h = pr.n_q;
+  prm.batch = pr.batch, prm.n_q = pr.n_q, prm.n_kv = pr.n_kv, prm.h_q = pr.h_q, prm.h_kv = pr.h_kv;
+  prm.head_dim = pr.d, prm.block_q = pr.bq, prm.block_kv = pr.bkv;
+  prm.scale = static_cast<float>(1.0 / std::sqrt(double(pr.d)));
+  run_plan(std::string(e.name), c.spec.packed, c.spec.membership, dp, prm);
+  TESSERA_CUDA_CHECK(cudaDeviceSynchronize());
+  TESSERA_CUDA_CHECK(cudaMemcpy(o.bytes.data(), dO.data(), o.bytes.size(), cudaMemcpyDeviceToHost));
+  TESSERA_CUDA_CHECK(cudaMemcpy(lse.bytes.data(), dl.data(), lse.bytes.size(), cudaMemcpyDeviceToHost));
+
+  // O in logical [B, N, H, D] order (the test tensors are stored per `bhsd`).
+  std::vector<double> o_got(o_ref.size());
+  for (int b = 0; b < pr.batch; ++b)
+    for (int i = 0; i < pr.n_q; ++i)
+      for (int h = 0; h < pr.h_q; ++h)
+        for (int d = 0; d < pr.d; ++d)
+          o_got[((std::size_t(b) * pr.n_q + i) * pr.h_q + h) * pr.d + d] = o.get(b * sq.b + i * sq.n + h * sq.h + d);
+  const double tol = e.dtype == DType::kBFloat16 ? 1e-2 : 5e-3;
+  const double err = relative_l2(o_got.data(), o_ref.data(), std::int64_t(o_ref.size()));
+  if (c.kind == MaskKind::kEmpty) {
+    for (double x : o_got) ASSERT_EQ(x, 0.0) << "empty mask must give O = 0";
+  } else {
+    EXPECT_LE(err, tol) << "relative L2 of O";
+  }
+  // LSE: exact -inf where the reference is -inf, else close (absolute 2e-2 on natural-log values).
+  int bad = 0;
+  for (std::size_t i = 0; i < lse_ref.size(); ++i) {
+    const double g = lse.get(std::int64_t(i)), r = lse_ref[i];
+    const bool ok = std::isinf(r) ? (std::isinf(g) && g < 0) : (std::isfinite(g) && std::abs(g - r) <= 2e-2);
+    if (!ok && bad++ < 3) ADD_FAILURE() << "LSE[" << i << "] = " << g << ", reference " << r;
+  }
+  EXPECT_EQ(bad, 0) << "LSE mismatches";
+  // Empty rows: O exactly 0.
+  for (std::size_t i = 0; i < o_ref.size(); ++i) {
+    if (o_ref[i] == 0.0 && std::isinf(lse_ref[(i / pr.d / pr.h_q / pr.n_q) * pr.h_q * pr.n_q +
+                                              ((i / pr.d) % pr.h_q) * pr.n_q + (i / pr.d / pr.h_q) % pr.n_q])) {
+      ASSERT_EQ(o_got[i], 0.0) << "empty row must give O = 0 at " << i;
     }
   }
 }
@@ -290,14 +285,6 @@ TEST(MmaAttentionLaunch, RejectsBadArgumentsBeforeLaunch) {
     FAIL() << "expected an error";
   } catch (const Error& err) {
     EXPECT_EQ(err.argument(), "q.dtype");
-  }
-  p.dtype = e.dtype, p.head_dim = e.head_dim;
-  p.max_ctas = -1;
-  try {
-    kernels::validate_attention(e, kernels::KvVariant::kSpan, p);
-    FAIL() << "expected an error";
-  } catch (const Error& err) {
-    EXPECT_EQ(err.argument(), "max_ctas");
   }
   try {
     kernels::launch_attention("mma.no.such.entry", kernels::KvVariant::kSpan, p, nullptr);

@@ -1,7 +1,6 @@
 #pragma once
 // The wgmma attention kernel template (sm_90a; FlashAttention-3's warp-specialized scheme on Tessera's plan
-// contract): persistent CTAs (Config::kPersistent: CTA c runs work items c, c + gridDim.x, ...; the swapped tiles one
-// CTA per item). Warpgroup 0 produces (producer.cuh: TMA loads of Q and of every entry's K and V
+// contract): one CTA per WorkItem. Warpgroup 0 produces (producer.cuh: TMA loads of Q and of every entry's K and V
 // into S-stage rings), warpgroups 1.. consume (consumer.cuh: wgmma QK^T and PV, online softmax, epilogue; for
 // Coarsened-Q tiles of two warpgroups consumer_skip.cuh, which skips a warpgroup's foreign entries; for 16- and
 // 32-row query tiles consumer_swap.cuh: the transposed products S^T = K Q^T and O^T += V^T P^T).
@@ -20,7 +19,6 @@
 #include "kernels/wgmma/params.cuh"
 #include "kernels/wgmma/pipeline.cuh"
 #include "kernels/wgmma/producer.cuh"
-#include "kernels/work_item.cuh"
 
 namespace tessera::kernels::wgmma {
 
@@ -32,8 +30,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) attention_kern
   unsigned char* smem = smem_raw + (((raw + 1023u) & ~1023u) - raw);
   const Barriers<Cfg> bar(smem);
   const AttentionParams& p = kp.p;
-  // One CTA per item, or (persistent) every gridDim.x-th item from blockIdx.x on.
-  const std::int32_t first = blockIdx.x, stride = Cfg::kPersistent ? gridDim.x : p.meta.n_items;
+  const WorkItem it = p.meta.implicit_items
+                          ? unsplit_item(p.meta.query_geometry, p.meta.tile_row_offsets, p.meta.tile_row_ends, blockIdx.x)
+                          : p.meta.items[blockIdx.x];
   if (threadIdx.x == 0) {
     bar.init();
     ptx::prefetch_tensor_map(&kp.q);
@@ -43,44 +42,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) attention_kern
   __syncthreads();
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
-    RingPositions<Cfg::S> pos;  // the producer's, kept across its items
     ptx::setmaxnreg_dec<Cfg::kProducerRegs>();
-    if (threadIdx.x < 32 && ptx::elect_one())
-      for (std::int32_t i = first; i < p.meta.n_items; i += stride)
-        producer_loop<Cfg, V>(kp, work_item(p, i), smem, bar, pos);
+    if (threadIdx.x < 32 && ptx::elect_one()) producer_loop<Cfg, V>(kp, it, smem, bar);
   } else {
     ptx::setmaxnreg_inc<Cfg::kConsumerRegs>();
     if constexpr (Cfg::kSwapAB) {
-      static_assert(!Cfg::kPersistent, "the swapped consumer runs one item per CTA");
-      consumer_swap_loop<Cfg, V>(kp, work_item(p, first), smem, bar);
+      consumer_swap_loop<Cfg, V>(kp, it, smem, bar);
+    } else if constexpr (kSkipForeignEntries<Cfg, V>) {
+      if (p.block_q < Cfg::TQ) consumer_skip_loop<Cfg, V>(kp, it, smem, bar, wg - 1);  // Coarsened-Q
+      else consumer_loop<Cfg, V>(kp, it, smem, bar, wg - 1);
     } else {
-      // A consumer warp's item index lives in static shared memory (an address known at link time) and is read
-      // again for the epilogue, so that no register holds it across a mainloop (in a register, or as the address of
-      // a dynamic slot, ptxas spilled it to local memory). Each warp has its own slot; its lanes store one value.
-      __shared__ std::int32_t item_slots[Cfg::kConsumerWarps];
-      volatile std::int32_t* const i = item_slots + (threadIdx.x / 32 - 4);
-      RingPositions<Cfg::S> pos;
-      const auto consume = [&] {
-        if constexpr (kSkipForeignEntries<Cfg, V>) {
-          if (p.block_q < Cfg::TQ) consumer_skip_loop<Cfg, V>(kp, i, smem, bar, wg - 1, pos);  // Coarsened-Q
-          else consumer_loop<Cfg, V>(kp, i, smem, bar, wg - 1, pos);
-        } else {
-          consumer_loop<Cfg, V>(kp, i, smem, bar, wg - 1, pos);
-        }
-      };
-      if constexpr (Cfg::kPersistent) {
-        for (*i = first; *i < p.meta.n_items;) {
-          consume();
-          // Every lane reads the index before any lane stores the next one (the same value from every lane).
-          __syncwarp();
-          const std::int32_t next = *i + static_cast<std::int32_t>(gridDim.x);
-          __syncwarp();
-          *i = next;
-        }
-      } else {
-        *i = first;
-        consume();
-      }
+      consumer_loop<Cfg, V>(kp, it, smem, bar, wg - 1);
     }
   }
 }

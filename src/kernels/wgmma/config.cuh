@@ -12,11 +12,6 @@
 //   Q [kPanels][T_Q][64] | K [S][kPanels][T_KV][64] | V [S][kPanels][T_KV][64] | mbarriers
 // Separate K and V rings of S stages each, so S = Q K^T of tile j can start before V(j) has landed.
 //
-// Persistent CTAs (kPersistent): the launcher starts as many CTAs as fit the GPU at once and each runs work items
-// blockIdx.x, blockIdx.x + gridDim.x, ... The producer walks on into the next item while the consumers finish the
-// current one (its Q as soon as the consumers have released the Q buffer, its first K and V tiles as soon as stages
-// are free), so an item's start (launch, barrier set-up, the latency of its first loads) no longer stalls its SM.
-//
 // Swapped organisation (T_Q = 16 or 32, below wgmma's 64-row minimum; consumer_swap.cuh): one consumer warpgroup
 // computes S^T = K Q^T with the T_KV = 64 kv rows as wgmma M and the query rows as N, and O^T += V^T P^T with P^T
 // staged in shared memory, two buffers of T_Q rows x 64 kv (128 bytes, 128-byte swizzled), after the V ring; then the
@@ -48,7 +43,7 @@ struct Config {
   static constexpr std::size_t kRedOffset = kPOffset + 2 * kPBytes;                   // [4 warps][T_Q] fp32
   static constexpr std::size_t kRedBytes = kSwapAB ? std::size_t(4) * TQ * 4 : 0;
   static constexpr std::size_t kBarrierOffset = kRedOffset + kRedBytes;
-  static constexpr int kBarriers = 2 + 4 * S;  // q_full, q_empty, k_full[S], k_empty[S], v_full[S], v_empty[S]
+  static constexpr int kBarriers = 1 + 4 * S;  // q_full, k_full[S], k_empty[S], v_full[S], v_empty[S]
   // The dynamic shared-memory window is only 16-byte aligned: the kernel rounds its base up to 1024 bytes
   // (128-byte swizzle atoms), hence the slack.
   static constexpr std::size_t kAlignSlack = 1024;
@@ -81,10 +76,6 @@ struct Config {
   // (consumer.cuh). Off on T_KV = 128 tiles, where S is already a 64-FLOP-per-byte product and the registers are
   // short (O, S and P take 160 per thread before Q's 32), and for the swapped tiles (Q is their B operand).
   static constexpr bool kQInRegisters = !kSwapAB && TKV == 64;
-  // Persistent CTAs (see the header comment). Not the swapped tiles: their epilogue stages O in the K and V rings,
-  // which the producer would by then be filling with the next item's tiles. Nor the one-consumer T_KV = 128 tiles,
-  // whose consumers (O, S and P: 160 of their 200 registers) spill in the item loop.
-  static constexpr bool kPersistent = !kSwapAB && !(kConsumers == 1 && TKV == 128);
 
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   static_assert(TQ == 16 || TQ == 32 || TQ == 64 || TQ == 128,
@@ -94,8 +85,7 @@ struct Config {
   static_assert(W == 4 * (1 + kConsumers), "W counts the producer warpgroup and the consumers' 4 warps each");
   static_assert(TKV == 64 || TKV == 128, "T_KV: a wgmma N the PTX layer provides (64 or 128)");
   static_assert(S >= 1 && S <= 4, "1-4 stages per ring");
-  // (+ the static item slots of attention.cuh: one int per consumer warp)
-  static_assert(kSmemBytes + 4 * kConsumerWarps <= 227 * 1024, "fits sm_90a's 227 KB of shared memory per CTA");
+  static_assert(kSmemBytes <= 227 * 1024, "fits sm_90a's 227 KB of shared memory per CTA");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= kEntryRegs * kThreads,
                 "the register split fits the CTA's registers");
 };

@@ -10,8 +10,6 @@
 //   O *= alpha; pack P(j) into A fragments
 //
 // and after the last entry O += P(n-1) V(n-1). The softmax of tile j thus overlaps the PV product of tile j-1.
-// The Q buffer is released as soon as the item no longer reads it (after loading Q's fragments when Q sits in
-// registers, else once the last S retired), so that a persistent CTA's producer can load the next item's Q.
 // Coarsened-Q tiles of two consumer warpgroups on T_KV = 64 run consumer_skip.cuh's loop instead, which skips the
 // entries that only the other warpgroup's query blocks need (attention.cuh chooses).
 // Deadlock freedom: the producer issues K(0), V(0), K(1), V(1), ... and waits only for stages the consumers release
@@ -21,13 +19,11 @@
 
 #include "kernels/output.cuh"
 #include "kernels/ptx/ldmatrix.cuh"
-#include "kernels/ptx/proxy_fence.cuh"
 #include "kernels/ptx/wgmma.cuh"
 #include "kernels/wgmma/masking.cuh"
 #include "kernels/wgmma/params.cuh"
 #include "kernels/wgmma/pipeline.cuh"
 #include "kernels/wgmma/softmax.cuh"
-#include "kernels/work_item.cuh"
 
 namespace tessera::kernels::wgmma {
 
@@ -131,29 +127,13 @@ __device__ __forceinline__ void write_rows(const AttentionParams& p, const WorkI
   }
 }
 
-/// Consumer side: once this warpgroup no longer reads the Q buffer, releases it (every consumer warp arrives).
-__device__ __forceinline__ void release_q(std::uint64_t* q_empty) { consumer_release(q_empty, 0); }
-
-/// release_q after the warp read Q by ldmatrix (Config::kQInRegisters): the producer's next TMA write of Q is an
-/// async-proxy access after generic-proxy reads, so the proxy fence orders them, and the warp converges so that lane
-/// 0's arrival covers every lane's reads.
-__device__ __forceinline__ void release_q_after_ldmatrix(std::uint64_t* q_empty) {
-  ptx::fence_proxy_async_shared();
-  __syncwarp();
-  release_q(q_empty);
-}
-
-/// The consumer warpgroup `wg`'s whole work for item *item, epilogue included: every entry computed in order (tile 0
-/// alone, each later tile overlapped with the previous PV, then the last PV), from ring positions `pos` (advanced
-/// past the item). The item index sits in the warp's shared-memory slot (attention.cuh) and is read again for the
-/// epilogue, so that neither it nor the item's fields stay live across the mainloop.
+/// The consumer warpgroup `wg`'s whole work for item `it`, epilogue included: every entry computed in order (tile 0
+/// alone, each later tile overlapped with the previous PV, then the last PV).
 template <class Cfg, KvVariant V>
-__device__ __forceinline__ void consumer_loop(const KernelParams& kp, const volatile std::int32_t* item,
-                                              unsigned char* smem, const Barriers<Cfg>& bar, int wg,
-                                              RingPositions<Cfg::S>& pos) {
+__device__ __forceinline__ void consumer_loop(const KernelParams& kp, const WorkItem& it, unsigned char* smem,
+                                              const Barriers<Cfg>& bar, int wg) {
   using T = typename Cfg::Elem;
   const AttentionParams& p = kp.p;
-  const WorkItem it = work_item(p, *item);
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const int row0 = wg * 64 + warp * 16 + lane / 4;  // tile row of the thread's first row
   // Entry count as a warp-uniform value (a shuffle from lane 0), so that the loop is not a divergent path.
@@ -169,15 +149,12 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const vola
   RowState st;
   TileMask<Cfg, V> mask;
   mask.init(p, row0, wg);
-  PipelineState<Cfg::S> kr = pos.ring(), vr = kr;  // K(j) and V(j-1) read positions
+  PipelineState<Cfg::S> kr, vr;  // K(j) and V(j-1) read positions
   std::uint32_t qf[Cfg::kQInRegisters ? Cfg::D / 16 : 1][4];  // Q's A fragments (kQInRegisters)
 
   if (n > 0) {
-    consumer_wait(bar.q_full, 0, pos.q_phase());
-    if constexpr (Cfg::kQInRegisters) {
-      load_q_fragments<Cfg>(qf, q_rows, warp, lane);
-      release_q_after_ldmatrix(bar.q_empty);
-    }
+    consumer_wait(bar.q_full, 0, 0);
+    if constexpr (Cfg::kQInRegisters) load_q_fragments<Cfg>(qf, q_rows, warp, lane);
     // Tile 0: S(0), softmax; nothing to overlap with yet.
     {
       float s[Cfg::TKV / 2];
@@ -188,8 +165,6 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const vola
       fence_all(s);
       consumer_release(bar.k_empty, kr.stage);
       kr.advance();
-      if constexpr (!Cfg::kQInRegisters)
-        if (n == 1) release_q(bar.q_empty);
       mask.apply(s, p, it.entry_begin, lane);
       float alpha[2];
       softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);  // alpha = 0: O is still 0
@@ -208,8 +183,6 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const vola
       fence_all(s);
       consumer_release(bar.k_empty, kr.stage);
       kr.advance();
-      if constexpr (!Cfg::kQInRegisters)
-        if (j == n - 1) release_q(bar.q_empty);
       mask.apply(s, p, it.entry_begin + j, lane);
       float alpha[2];
       softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);
@@ -227,10 +200,9 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const vola
     ptx::wgmma_wait<0>();
     fence_all(o);
     consumer_release(bar.v_empty, vr.stage);
-    pos.advance(n);
   }
 
-  write_rows<Cfg>(p, work_item(p, *item), o, st, row0, lane);
+  write_rows<Cfg>(p, it, o, st, row0, lane);
 }
 
 }  // namespace tessera::kernels::wgmma

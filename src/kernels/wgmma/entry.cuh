@@ -3,7 +3,6 @@
 // launch's TMA tensor maps, instantiates the entry's three kernel variants and launches the one asked for.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -42,14 +41,7 @@ void launch_variant(const AttentionParams& p, Stream stream) {
   encode_tensor_map(kp.q, operand_spec(p, p.q, true, p.q_stride_b, p.q_stride_n, p.q_stride_h, Cfg::TQ), "q");
   encode_tensor_map(kp.k, operand_spec(p, p.k, false, p.k_stride_b, p.k_stride_n, p.k_stride_h, kv_rows), "k");
   encode_tensor_map(kp.v, operand_spec(p, p.v, false, p.v_stride_b, p.v_stride_n, p.v_stride_h, kv_rows), "v");
-  int grid = p.meta.n_items;
-  if constexpr (Cfg::kPersistent) {  // as many CTAs as are resident at once, each looping over items (attention.cuh)
-    static std::atomic<int> resident[64]{};
-    grid = std::min(grid, p.max_ctas > 0 ? p.max_ctas
-                                         : resident_ctas_once(reinterpret_cast<const void*>(fn), Cfg::kThreads,
-                                                              Cfg::kSmemBytes, resident));
-  }
-  fn<<<grid, Cfg::kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(kp);
+  fn<<<p.meta.n_items, Cfg::kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(kp);
   TESSERA_CUDA_CHECK_LAUNCH();
 }
 

@@ -24,7 +24,6 @@ struct PipelineState {
 template <class Cfg>
 struct Barriers {
   std::uint64_t* q_full;   // [1]: Q has landed
-  std::uint64_t* q_empty;  // [1]: the consumers are done with Q (persistent CTAs load the next item's Q after it)
   std::uint64_t* k_full;   // [S]
   std::uint64_t* k_empty;  // [S]
   std::uint64_t* v_full;   // [S]
@@ -33,8 +32,7 @@ struct Barriers {
   __device__ __forceinline__ explicit Barriers(unsigned char* base) {
     auto* b = reinterpret_cast<std::uint64_t*>(base + Cfg::kBarrierOffset);
     q_full = b;
-    q_empty = b + 1;
-    k_full = b + 2;
+    k_full = b + 1;
     k_empty = k_full + Cfg::S;
     v_full = k_empty + Cfg::S;
     v_empty = v_full + Cfg::S;
@@ -43,7 +41,6 @@ struct Barriers {
   /// every consumer warp.
   __device__ __forceinline__ void init() const {
     ptx::mbarrier_init(q_full, 1);
-    ptx::mbarrier_init(q_empty, Cfg::kConsumerWarps);
     for (int s = 0; s < Cfg::S; ++s) {
       ptx::mbarrier_init(k_full + s, 1);
       ptx::mbarrier_init(v_full + s, 1);
@@ -52,24 +49,6 @@ struct Barriers {
     }
     ptx::fence_barrier_init();
   }
-};
-
-/// How far a role has walked the Q buffer and the K and V rings; a persistent CTA's roles keep it across work items.
-/// The producer and the consumers walk the same sequence (each non-empty item: Q once, then one K and one V stage
-/// per entry), so they agree on every stage and phase, which follow from two counts. Counts rather than the rings'
-/// PipelineStates so that little stays live across a mainloop (the t64x128.s1 consumer spilled with the states).
-template <int S>
-struct RingPositions {
-  std::int32_t items = 0;    // non-empty items done
-  std::int32_t entries = 0;  // entries (KV tiles) done
-  /// The position of the next entry in either ring.
-  __device__ __forceinline__ PipelineState<S> ring() const {
-    return {entries % S, static_cast<std::uint32_t>(entries / S) & 1u};
-  }
-  /// The parity of the Q buffer's next use.
-  __device__ __forceinline__ std::uint32_t q_phase() const { return static_cast<std::uint32_t>(items) & 1u; }
-  /// Steps past a non-empty item of n entries.
-  __device__ __forceinline__ void advance(int n) { ++items, entries += n; }
 };
 
 /// Producer side: waits until stage st of a ring is free (the consumers released its previous use; a fresh

@@ -1,7 +1,6 @@
 #pragma once
-// The producer role: one elected thread of warpgroup 0 loads Q once per work item (once the consumers have released
-// the previous item's Q) and, for every entry (KV tile) of the item in list order, K into the next stage of the K ring
-// and V into the next stage of the V ring, by TMA.
+// The producer role: one elected thread of warpgroup 0 loads Q once and, for every entry (KV tile) of the work item
+// in list order, K into the next stage of the K ring and V into the next stage of the V ring, by TMA.
 //   span entry e:   the tile's rows start at kv_tile[e] * T_KV (one box of T_KV rows per 64-column panel);
 //   packed entry e: slot j (j < c_kv) holds logical block gather_blocks[e * c_kv + j], B_KV rows at row j * B_KV of
 //                   the stage (one box per slot and panel; B_KV is a multiple of 16, so every slot starts on a
@@ -59,22 +58,22 @@ struct TileRows {
   }
 };
 
-/// The producer's whole work for item `it` (one thread), from ring positions `pos` (advanced past the item).
+/// The producer's whole work for item `it` (one thread).
 template <class Cfg, KvVariant V>
 __device__ __forceinline__ void producer_loop(const KernelParams& kp, const WorkItem& it, unsigned char* smem,
-                                              const Barriers<Cfg>& bar, RingPositions<Cfg::S>& pos) {
+                                              const Barriers<Cfg>& bar) {
   const AttentionParams& p = kp.p;
   const int n = it.entry_end - it.entry_begin;
   if (n <= 0) return;  // empty row: the consumers write O = 0, LSE = -inf without waiting
   const int kv_head = it.head / (p.h_q / p.h_kv);
   TileRows<Cfg, V> cur, next;
   cur.load(p, it.entry_begin);
-  producer_acquire(bar.q_empty, bar.q_full, 0, pos.q_phase(), Cfg::kQBytes);  // the previous item's Q is released
+  ptx::mbarrier_arrive_expect_tx(bar.q_full, Cfg::kQBytes);
 #pragma unroll
   for (int panel = 0; panel < Cfg::kPanels; ++panel)
     ptx::tma_load_4d(smem + Cfg::kQOffset + panel * Cfg::kQPanelBytes, &kp.q, panel * 64, it.q_start, it.head,
                      it.batch, bar.q_full);
-  PipelineState<Cfg::S> w = pos.ring();
+  PipelineState<Cfg::S> w;
   for (int j = 0; j < n; ++j, w.advance()) {
     if (j + 1 < n) next.load(p, it.entry_begin + j + 1);
     producer_acquire(bar.k_empty, bar.k_full, w.stage, w.phase, Cfg::kKvBytes);
@@ -83,7 +82,6 @@ __device__ __forceinline__ void producer_loop(const KernelParams& kp, const Work
     cur.issue(p, &kp.v, smem + Cfg::kVOffset + w.stage * Cfg::kKvBytes, kv_head, it.batch, bar.v_full + w.stage);
     cur = next;
   }
-  pos.advance(n);
 }
 
 }  // namespace tessera::kernels::wgmma
