@@ -13,8 +13,9 @@ T0=$(date +%s); stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 peer_site scoreboard "$OUT/build/pip.log"
 timeout -k 10 240 python3 bench/model/run.py --flashinfer-jit-only --fi-jit-timeout 230 > "$OUT/build/fi_jit.log" 2>&1 &
 JIT=$!
-OUT="$OUT/build" scripts/gpu_check.sh -j 16 -R '^none$' > "$OUT/build/gpu_check.log" 2>&1
-stamp "build rc=$? ($(grep 'gpu build' "$OUT/build/gpu_check.log"))"
+# CHECK_ARGS: ctest arguments for the build step (default: no tests; "-L gpu" runs the GPU suite on the same build).
+OUT="$OUT/build" scripts/gpu_check.sh ${CHECK_ARGS:--R ^none\$} > "$OUT/build/gpu_check.log" 2>&1
+stamp "build+check rc=$? ($(grep 'gpu build' "$OUT/build/gpu_check.log"); $(grep -E 'tests passed|tests failed' "$OUT/build/gpu_check.log"))"
 wait $JIT; stamp "flashinfer jit rc=$? $(grep -o '"s": [0-9.]*' "$OUT/build/fi_jit.log" | tail -1)"
 PEERS_SECONDS="${PEERS_SECONDS:-130}" scripts/gpu_peers.sh ${PEERS_ARGS:---quick --workloads families,sta,wan} \
   > "$OUT/build/peers_console.log" 2>&1
