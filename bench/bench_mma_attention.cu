@@ -36,7 +36,7 @@ __global__ void fill_normal_bf16(__nv_bfloat16* x, std::int64_t n, std::uint64_t
   }
 }
 
-struct Candidate { std::string label, entry; int tq, tkv; bool packed, membership; };
+struct Candidate { std::string label, entry; int tq, tkv; bool packed, membership; bool persistent = false; };
 struct Family { std::string name; int bq, bkv; double density; MaskKind kind; std::vector<Candidate> cands; };
 
 void write_file(const std::string& path, const void* data, std::size_t bytes) {
@@ -50,6 +50,7 @@ void write_file(const std::string& path, const void* data, std::size_t bytes) {
 int main(int argc, char** argv) {
   std::string out = ".", data = "/tmp/tessera_bench", only;
   bool wan = true;
+  bool persistent = false;  // --persistent
   std::regex entries(".*");  // --entries: time only the candidates whose catalog entry matches (e.g. "^wgmma\\.")
   int reps = 7, warmups = 2;
   for (int i = 1; i < argc; ++i) {
@@ -58,13 +59,15 @@ int main(int argc, char** argv) {
     else if (a == "--entries" && i + 1 < argc) entries = std::regex(argv[++i]);
     else if (a == "--data" && i + 1 < argc) data = argv[++i];
     else if (a == "--no-wan") wan = false;
+    else if (a == "--persistent") persistent = true;
     else if (a == "--families" && i + 1 < argc) only = "," + std::string(argv[++i]) + ",";
     else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i])), warmups = reps >= 3 ? 2 : 0;
     else {
       std::fprintf(stderr, "bench_mma_attention: unknown or incomplete argument '%s'\n"
-                           "usage: bench_mma_attention [--out DIR] [--data DIR] [--no-wan] [--entries REGEX] [--families F1,F2,...] [--reps N]\n"
+                           "usage: bench_mma_attention [--out DIR] [--data DIR] [--no-wan] [--entries REGEX] [--families F1,F2,...] [--reps N] [--persistent]\n"
                            "  --families: only these families (e.g. Q16K16,Q32K32); --reps: timed runs per candidate (7;\n"
-                           "  below 3 also no warm-up runs: for profilers)\n",
+                           "  below 3 also no warm-up runs: for profilers); --persistent: also time each candidate whose entry\n"
+                           "  runs persistent CTAs that way (label + \".p\"; work items longest first, as the runtime's g1p plans)\n",
                    a.c_str());
       return 2;
     }
@@ -142,6 +145,21 @@ int main(int argc, char** argv) {
   cudaEvent_t e0, e1;
   TESSERA_CUDA_CHECK(cudaEventCreate(&e0));
   TESSERA_CUDA_CHECK(cudaEventCreate(&e1));
+  if (persistent) {  // each candidate on an entry with persistent CTAs, then the same plan with them
+    for (std::vector<Family>* fs : {&fams, &wan_fams})
+      for (Family& f : *fs) {
+        std::vector<Candidate> all;
+        for (const Candidate& c : f.cands) {
+          all.push_back(c);
+          const kernels::CompiledEntry* ce = kernels::find_compiled_entry(c.entry);
+          if (ce && ce->persistent_ctas) {
+            all.push_back(c);
+            all.back().label += ".p", all.back().persistent = true;
+          }
+        }
+        f.cands = std::move(all);
+      }
+  }
   for (const Geo& g : geos) {
     const std::int64_t numel = std::int64_t(g.b) * g.n * g.h * g.d;
     DeviceBuffer q(numel * 2), k(numel * 2), v(numel * 2), o(numel * 2), lse(std::int64_t(g.b) * g.h * g.n * 4);
@@ -187,9 +205,14 @@ int main(int argc, char** argv) {
         if (ci < f.cands.size() && !std::regex_search(c.entry, entries)) continue;
         if (!kernels::find_compiled_entry(c.entry)) { fj["candidates"].push_back({{"plan", c.label}, {"entry", c.entry}, {"error", "not compiled"}}); continue; }
         MappingSpec spec{c.tq, c.tkv, c.packed, c.membership, 1};
-        const HostPlan hp = build_plan(m, g.n, g.n, f.bq, f.bkv, spec);
+        HostPlan hp = build_plan(m, g.n, g.n, f.bq, f.bkv, spec);
+        if (c.persistent)  // longest first, as launch preparation orders a persistent plan's list
+          std::stable_sort(hp.items.begin(), hp.items.end(), [](const WorkItem& a, const WorkItem& b) {
+            return a.entry_end - a.entry_begin > b.entry_end - b.entry_begin;
+          });
         active_pairs = hp.active_pairs;
         DevicePlan dp(hp, c.tq, g.d);
+        dp.set_persistent(c.persistent);
         try {
           if (ci == f.cands.size()) { run_plan(c.entry, c.packed, c.membership, dp, prm); break; }
           for (int w = 0; w < warmups; ++w) run_plan(c.entry, c.packed, c.membership, dp, prm);
@@ -207,7 +230,8 @@ int main(int argc, char** argv) {
           const double med = ts[ts.size() / 2];
           fj["candidates"].push_back({{"plan", c.label}, {"entry", c.entry}, {"packed", c.packed}, {"ms", med},
                                       {"tflops", 4.0 * g.d * double(hp.active_pairs) / (med * 1e-3) / 1e12},
-                                      {"work_items", hp.items.size()}, {"entries", hp.kv_tile.size()}});
+                                      {"work_items", hp.items.size()}, {"entries", hp.kv_tile.size()},
+                                      {"persistent", c.persistent}});
           std::printf("%s %-10s %-18s %-34s %8.3f ms %6.1f TFLOP/s\n", g.name.c_str(), f.name.c_str(), c.label.c_str(),
                       c.entry.c_str(), med, 4.0 * g.d * double(hp.active_pairs) / (med * 1e-3) / 1e12);
           if (med < best) best = med, best_i = ci;

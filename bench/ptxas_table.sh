@@ -2,7 +2,7 @@
 # Regenerates the ptxas tables of docs/kernels_mma.md and docs/kernels_wgmma.md: for every entry of the family
 # FAMILY (Mma, the default, or Wgmma) in src/kernels/catalog.def, compiles its three kernel variants (span,
 # span_masked, packed) for one arch with -Xptxas -v and prints a markdown table (registers, spill bytes, dynamic
-# shared memory from Config::kSmemBytes). Wgmma entries are compiled for sm_90a whatever the arch argument; their
+# shared memory from Config::kSmemBytes; Wgmma entries also their persistent-CTA kernels' spills). Wgmma entries are compiled for sm_90a whatever the arch argument; their
 # register count is the cap at entry (__launch_bounds__), which setmaxnreg then splits between producer and
 # consumers (docs/kernels_wgmma.md). No GPU needed.
 # Usage: [FAMILY=Wgmma] bench/ptxas_table.sh [arch (default sm_90a)] [name regex (default .)]  (repository root)
@@ -33,8 +33,13 @@ CPP
 ${CXX:-c++} -std=c++20 -I"$root/src" -o "$tmp/smem" "$tmp/smem.cpp" 2>/dev/null || { echo "smem helper failed" >&2; exit 1; }
 "$tmp/smem" > "$tmp/smem.txt"
 
-echo "| entry | smem (B) | regs span / span_masked / packed | spills st/ld (B) span / span_masked / packed |"
-echo "|---|---|---|---|"
+if [[ $family == Wgmma ]]; then
+  echo "| entry | smem (B) | regs span / span_masked / packed | spills st/ld (B) span / span_masked / packed | persistent CTAs: spills st/ld (B) |"
+  echo "|---|---|---|---|---|"
+else
+  echo "| entry | smem (B) | regs span / span_masked / packed | spills st/ld (B) span / span_masked / packed |"
+  echo "|---|---|---|---|"
+fi
 while IFS= read -r line; do
   [[ $line =~ $re ]] || continue
   name=${BASH_REMATCH[1]} dt=${BASH_REMATCH[2]} d=${BASH_REMATCH[3]} tq=${BASH_REMATCH[4]} tkv=${BASH_REMATCH[5]}
@@ -46,7 +51,28 @@ while IFS= read -r line; do
   else
     ns=mma hdr=kernels/mma/attention.cuh param=AttentionParams gencode="-arch=$arch"
   fi
-  cat > "$tmp/e.cu" <<CU
+  if [[ $family == Wgmma ]]; then  # one CTA per item (false) and, on tiles that have them, persistent CTAs (true)
+    cat > "$tmp/e.cu" <<CU
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <array>
+#include "$hdr"
+namespace tessera::kernels::$ns {
+using C = Config<$ctype, $d, $tq, $tkv, $w, $s>;
+template __global__ void attention_kernel<C, KvVariant::kSpan, false>(const $param);
+template __global__ void attention_kernel<C, KvVariant::kSpanMasked, false>(const $param);
+template __global__ void attention_kernel<C, KvVariant::kPacked, false>(const $param);
+std::array<const void*, 3> persistent_kernels() {
+  if constexpr (C::kPersistent)
+    return {(const void*)&attention_kernel<C, KvVariant::kSpan, true>,
+            (const void*)&attention_kernel<C, KvVariant::kSpanMasked, true>,
+            (const void*)&attention_kernel<C, KvVariant::kPacked, true>};
+  else return {};
+}
+}
+CU
+  else
+    cat > "$tmp/e.cu" <<CU
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include "$hdr"
@@ -57,16 +83,25 @@ template __global__ void attention_kernel<C, KvVariant::kSpanMasked>(const $para
 template __global__ void attention_kernel<C, KvVariant::kPacked>(const $param);
 }
 CU
+  fi
   "$nvcc" -std=c++20 $gencode -cubin -O3 --expt-relaxed-constexpr -Xptxas -v -I"$root/src" -I"$root/include" \
     -o "$tmp/e.cubin" "$tmp/e.cu" > "$tmp/log" 2>&1 || { cat "$tmp/log" >&2; exit 1; }
   # ptxas prints one block per kernel: "Compiling entry function '<mangled>'", spills, "Used N registers".
-  # KvVariant enumerators mangle as ...KvVariantE0 (span), E1 (span_masked), E2 (packed).
-  regs=() spills=()
+  # KvVariant enumerators mangle as ...KvVariantE0 (span), E1 (span_masked), E2 (packed); the wgmma kernels' bool
+  # (persistent CTAs) follows as Lb0E / Lb1E.
+  regs=() spills=() pspills=()
   for v in 0 1 2; do
-    blk=$(awk -v v="KvVariantE$v" '/Compiling entry function/ {on = index($0, v) > 0} on' "$tmp/log")
+    key="KvVariantE$v"; [[ $family == Wgmma ]] && key="KvVariantE${v}ELb0E"
+    blk=$(awk -v v="$key" '/Compiling entry function/ {on = index($0, v) > 0} on' "$tmp/log")
     regs+=("$(grep -o 'Used [0-9]* registers' <<< "$blk" | grep -o '[0-9]*' | head -1)")
     spills+=("$(sed -n 's/.* \([0-9]*\) bytes spill stores, \([0-9]*\) bytes spill loads.*/\1\/\2/p' <<< "$blk" | head -1)")
+    blk=$(awk -v v="KvVariantE${v}ELb1E" '/Compiling entry function/ {on = index($0, v) > 0} on' "$tmp/log")
+    pspills+=("$(sed -n 's/.* \([0-9]*\) bytes spill stores, \([0-9]*\) bytes spill loads.*/\1\/\2/p' <<< "$blk" | head -1)")
   done
   smem=$(awk -v n="$name" '$1 == n {print $2}' "$tmp/smem.txt")
-  echo "| $name | $smem | ${regs[0]} / ${regs[1]} / ${regs[2]} | ${spills[0]} / ${spills[1]} / ${spills[2]} |"
+  row="| $name | $smem | ${regs[0]} / ${regs[1]} / ${regs[2]} | ${spills[0]} / ${spills[1]} / ${spills[2]} |"
+  if [[ $family == Wgmma ]]; then
+    if [[ -n ${pspills[0]} ]]; then row+=" ${pspills[0]} / ${pspills[1]} / ${pspills[2]} |"; else row+=" - |"; fi
+  fi
+  echo "$row"
 done < src/kernels/catalog.def

@@ -14,7 +14,8 @@
 #  5. with SAN_FILTER (a gtest filter): racecheck and synccheck side by side on those tests.
 # Usage on the GPU machine: OUT=... SIDES="before=bench/next/x.patch ..." [ENTRIES=regex] [FAMILIES=F1,F2,...]
 #   [SMALL_SIDES=... SMALL_ENTRIES=... SMALL_FAMILIES=...] [NCU_FAMILIES=... NCU_ENTRIES=...] [SAN_FILTER=...]
-#   [SAN_TIMEOUT=seconds (100)] [FULL_SUITE=1] bench/run_kernel_ab_gpu.sh
+#   [SAN_TIMEOUT=seconds (100)] [FULL_SUITE=1] [MAIN_BENCH_ARGS="--persistent"] [BENCH_TIMEOUT=seconds (150)]
+#   bench/run_kernel_ab_gpu.sh
 #   (carry [".deps", ".revision"]); ~3-5 minutes.
 # Outputs: $OUT/bench_<name>/tessera_mma_bench.json (main, each side; main_small and <name>_small for the small
 #   sides), $OUT/logs.tgz.
@@ -55,13 +56,14 @@ fi
 wait
 for side in ${SIDES:-}; do stamp "build ${side%%=*}: $(tail -1 "$L/build_${side%%=*}.log")"; done
 for side in ${SMALL_SIDES:-}; do stamp "build ${side%%=*}_small: $(tail -1 "$L/build_${side%%=*}_small.log")"; done
-bench() {  # bench <name> <binary> <families> <entries>
+bench() {  # bench <name> <binary> <families> <entries> [more bench_mma_attention arguments]
   mkdir -p "$OUT/bench_$1"
-  timeout 150 "$2" --out "$OUT/bench_$1" --data "/tmp/tessera_bench_$1" --families "$3" --entries "$4" > "$L/bench_$1.log" 2>&1
+  timeout "${BENCH_TIMEOUT:-150}" "$2" --out "$OUT/bench_$1" --data "/tmp/tessera_bench_$1" --families "$3" --entries "$4" ${5:-} \
+    > "$L/bench_$1.log" 2>&1
   stamp "bench $1 rc=$?"; rm -rf "/tmp/tessera_bench_$1"
   echo "== $1"; grep -E "TFLOP|rror" "$L/bench_$1.log" | cut -c1-110 | head -60
 }
-bench main build/gpu/bin/bench_mma_attention "$FAMILIES" "$ENTRIES"
+bench main build/gpu/bin/bench_mma_attention "$FAMILIES" "$ENTRIES" "${MAIN_BENCH_ARGS:-}"
 for side in ${SIDES:-}; do bench "${side%%=*}" "/tmp/tessera_${side%%=*}/build/gpu/bin/bench_mma_attention" "$FAMILIES" "$ENTRIES"; done
 if [ -n "${SMALL_SIDES:-}" ]; then
   bench main_small build/gpu/bin/bench_mma_attention "$SMALL_FAMILIES" "$SMALL_ENTRIES"

@@ -1,5 +1,5 @@
 #pragma once
-// Test/bench helper: uploads a HostPlan, fills AttentionParams and runs an mma.sync catalog entry (+ merge).
+// Test/bench helper: uploads a HostPlan, fills AttentionParams and runs a catalog entry (+ merge).
 #include <cuda_runtime.h>
 
 #include <string>
@@ -19,9 +19,10 @@ inline DeviceBuffer upload(const std::vector<T>& v) {
   return d;
 }
 
-/// Device copy of a HostPlan plus the split-KV workspace it needs.
+/// Device copy of a HostPlan plus the split-KV workspace it needs, and the item counters of persistent CTAs (cleared
+/// here; the kernels leave them zero).
 struct DevicePlan {
-  DeviceBuffer items, kv_tile, member, gather, merge_offsets, merge_targets, o_partial, lse_partial;
+  DeviceBuffer items, kv_tile, member, gather, merge_offsets, merge_targets, o_partial, lse_partial, item_counters;
   TileMetadataView view;
   int tile_q = 0;
   DevicePlan(const HostPlan& p, int tile_q_, int head_dim) : tile_q(tile_q_) {
@@ -43,14 +44,30 @@ struct DevicePlan {
     view.merge_offsets = view.n_merge ? merge_offsets.as<std::int32_t>() : nullptr;
     view.merge_targets = view.n_merge ? merge_targets.as<WorkItem>() : nullptr;
     view.n_partials = p.n_partials;
+    item_counters = DeviceBuffer(16);
+    TESSERA_CUDA_CHECK(cudaMemset(item_counters.data(), 0, item_counters.bytes()));
     if (p.n_partials > 0) {
       o_partial = DeviceBuffer(std::size_t(p.n_partials) * tile_q * head_dim * sizeof(float));
       lse_partial = DeviceBuffer(std::size_t(p.n_partials) * tile_q * sizeof(float));
-      // Poisoned (NaN), so that a partial the kernel never writes cannot pass for one a previous run left in the
-      // same memory.
-      TESSERA_CUDA_CHECK(cudaMemset(o_partial.data(), 0xFF, o_partial.bytes()));
-      TESSERA_CUDA_CHECK(cudaMemset(lse_partial.data(), 0xFF, lse_partial.bytes()));
+      poison_partials();
     }
+  }
+  /// Fills the split-KV partials with NaN, so that a partial the kernel never writes cannot pass for one a previous
+  /// run left in the same memory (call before each run).
+  void poison_partials() const {
+    if (o_partial.bytes()) TESSERA_CUDA_CHECK(cudaMemset(o_partial.data(), 0xFF, o_partial.bytes()));
+    if (lse_partial.bytes()) TESSERA_CUDA_CHECK(cudaMemset(lse_partial.data(), 0xFF, lse_partial.bytes()));
+  }
+  /// Runs the plan with persistent CTAs (on entries that have them; others run one CTA per item either way) or not.
+  void set_persistent(bool on) {
+    view.persistent = on ? 1 : 0;
+    view.item_counters = on ? item_counters.as<std::uint32_t>() : nullptr;
+  }
+  /// The two item counters as the last launch left them (they must be zero).
+  std::vector<std::uint32_t> counters() const {
+    std::vector<std::uint32_t> c(2);
+    TESSERA_CUDA_CHECK(cudaMemcpy(c.data(), item_counters.data(), 8, cudaMemcpyDeviceToHost));
+    return c;
   }
   /// Points `prm` at this plan's metadata and workspace.
   void bind(kernels::AttentionParams& prm) const {

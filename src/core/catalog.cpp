@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <type_traits>
 
 #include "core/arch_limits.hpp"
 #include "kernels/mma/config.cuh"    // plain C++: the shared-memory layout of the Mma kernels
@@ -14,17 +15,23 @@ namespace tessera {
 
 namespace {
 
-/// Dynamic shared memory of an entry, from the same Config the kernels are compiled with (element type: any
-/// 2-byte type; the layout depends only on D, tiles, warps and stages).
+/// The Config an entry's kernels are compiled with, for its dynamic shared memory and whether it runs persistent CTAs
+/// (element type: any 2-byte type; the layout depends only on D, tiles, warps and stages).
 template <KernelFamily F, int D, int TQ, int TKV, int W, int S>
-constexpr std::size_t entry_smem_bytes() {
-  if constexpr (F == KernelFamily::kMma) return kernels::mma::Config<std::uint16_t, D, TQ, TKV, W, S>::kSmemBytes;
-  else return kernels::wgmma::Config<std::uint16_t, D, TQ, TKV, W, S>::kSmemBytes;
-}
+using EntryConfig = std::conditional_t<F == KernelFamily::kMma, kernels::mma::Config<std::uint16_t, D, TQ, TKV, W, S>,
+                                       kernels::wgmma::Config<std::uint16_t, D, TQ, TKV, W, S>>;
 
-#define TESSERA_CATALOG_ENTRY(name, family, dtype, head_dim, tile_q, tile_kv, warps, stages)                 \
-  CatalogEntry{name,    KernelFamily::k##family, DType::k##dtype, head_dim, tile_q, tile_kv, warps, stages, \
-               entry_smem_bytes<KernelFamily::k##family, head_dim, tile_q, tile_kv, warps, stages>()},
+#define TESSERA_CATALOG_ENTRY(name, family, dtype, head_dim, tile_q, tile_kv, warps, stages)                      \
+  CatalogEntry{name,                                                                                             \
+               KernelFamily::k##family,                                                                          \
+               DType::k##dtype,                                                                                  \
+               head_dim,                                                                                         \
+               tile_q,                                                                                           \
+               tile_kv,                                                                                          \
+               warps,                                                                                            \
+               stages,                                                                                           \
+               EntryConfig<KernelFamily::k##family, head_dim, tile_q, tile_kv, warps, stages>::kSmemBytes,      \
+               EntryConfig<KernelFamily::k##family, head_dim, tile_q, tile_kv, warps, stages>::kPersistent},
 constexpr CatalogEntry kCatalog[] = {
 #include "kernels/catalog.def"
 };

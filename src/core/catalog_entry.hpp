@@ -27,6 +27,11 @@ struct CatalogEntry {
   /// Dynamic shared memory per CTA in bytes: Config::kSmemBytes of src/kernels/mma/config.cuh or
   /// src/kernels/wgmma/config.cuh, the amount the launcher asks for.
   std::size_t smem_bytes = 0;
+  /// Whether the kernel runs persistent CTAs for plans that ask for them (Plan::org.persistent, ids `g1p`): the
+  /// Config::kPersistent of src/kernels/wgmma/config.cuh (the wgmma 64- and 128-row tiles but t64x128). Other
+  /// entries run one CTA per work item of the list whatever the plan, so plans with persistent CTAs are enumerated
+  /// for these entries only.
+  bool persistent_ctas = false;
 };
 
 }  // namespace tessera

@@ -90,7 +90,12 @@ std::vector<Plan> enumerate_plans(std::span<const CatalogEntry> entries, const E
         for (int split : options.splits) {
           for (Traversal t : options.traversals) {
             Plan p = make_plan(e, request, q, kv, split, t);
-            if (eligible(p, e, request)) out.push_back(p);
+            if (!eligible(p, e, request)) continue;
+            out.push_back(p);
+            if (options.include_persistent && e.persistent_ctas) {
+              p.org.persistent = true;
+              out.push_back(p);
+            }
           }
         }
       }

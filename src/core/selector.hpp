@@ -42,6 +42,9 @@ struct CandidateOptions {
   bool include_refined = true;
   bool include_coarsened = true;
   bool include_packed = true;
+  /// Also each plan with persistent CTAs (`g1p`) on entries that run them (CatalogEntry::persistent_ctas), right
+  /// after the same plan with one CTA per item.
+  bool include_persistent = false;
 };
 
 /// The key of a request, as used by plan tables.
@@ -50,8 +53,8 @@ RequestKey request_key(const EligibilityRequest& request);
 /// Every plan over `entries` (the kernels available) that is eligible for `request`, in a deterministic order:
 /// mapping pairs (q: d, r<N> for every N leaving a tile of a multiple of 16 tokens, ascending, c2, c4, c8; kv: the
 /// same, then p2, p4, p8), then entries in
-/// catalog order, then splits, then traversals. Grouping is 1 and CTAs are not persistent (the Mma kernels run
-/// one CTA per work item).
+/// catalog order, then splits, then traversals (then persistence, with options.include_persistent). Grouping is 1
+/// (the kernels run one work item at a time).
 std::vector<Plan> enumerate_plans(std::span<const CatalogEntry> entries, const EligibilityRequest& request,
                                   const CandidateOptions& options = {});
 

@@ -99,8 +99,14 @@ struct TileMetadataView {
   std::int32_t block_kv = 0;
   // Task organization: CTA c runs items [c * items_per_cta, (c + 1) * items_per_cta) (clamped to n_items); with
   // `persistent` != 0, CTAs instead pull the next items_per_cta items from the list (already longest first).
+  // (The kernels run one item per CTA, or, persistent on entries with CatalogEntry::persistent_ctas, one item at a
+  // time: items_per_cta is 1 in every plan the runtime enumerates.)
   std::int32_t items_per_cta = 1;
   std::int32_t persistent = 0;
+  /// Persistent CTAs' item counters (src/kernels/wgmma/scheduler.cuh): 2 words of device memory, zero before a launch
+  /// and left zero by it (the allocation clears them). Required when `persistent` != 0; launches that share them must
+  /// not overlap. Null otherwise.
+  std::uint32_t* item_counters = nullptr;
   // Tile rows (kernels read entry ranges from the work items, or from these for implicit items):
   //  - compact CSR (tile_row_ends null): entries of tile row t are tile_row_offsets[t] .. tile_row_offsets[t + 1);
   //  - row-aligned (tile_row_ends set; device metadata of the linear-order GPU builders, docs/plans.md): entries of

@@ -351,6 +351,7 @@ std::vector<std::string> Runtime::eligible_plans(const AttentionRequest& request
   CandidateOptions o;
   o.splits = {1, 2, 4, 8};
   o.traversals = {Traversal::kAscending, Traversal::kRunMajor};
+  o.include_persistent = true;
   std::vector<std::string> ids;
   for (const Plan& p : enumerate_plans(impl_->entries, impl_->eligibility_request(request, shape), o))
     ids.push_back(plan_id(p));

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -23,6 +24,24 @@ inline void opt_in_smem_once(const void* fn, int bytes, std::atomic<std::uint64_
     TESSERA_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     opted_in.fetch_or(bit, std::memory_order_relaxed);
   }
+}
+
+/// CTAs of kernel `fn` (`threads` threads, `smem_bytes` of dynamic shared memory) resident on the current device at
+/// once: the occupancy calculator's CTAs per SM times the SM count, at least 1. Computed once per device; `cache`
+/// (one per kernel) holds it for devices 0..63 (others compute it every time). Persistent kernels launch this many.
+inline int resident_ctas_once(const void* fn, int threads, std::size_t smem_bytes, std::atomic<int> (&cache)[64]) {
+  int dev = 0;
+  TESSERA_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 64) {
+    const int c = cache[dev].load(std::memory_order_relaxed);
+    if (c > 0) return c;
+  }
+  int per_sm = 0, sms = 0;
+  TESSERA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, smem_bytes));
+  TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int c = per_sm * sms > 0 ? per_sm * sms : 1;
+  if (dev < 64) cache[dev].store(c, std::memory_order_relaxed);
+  return c;
 }
 
 /// Calls f(std::integral_constant<KvVariant, V>{}) for the variant V == v.

@@ -51,7 +51,8 @@ const std::vector<CompiledEntry>& compiled_entries() {
   static const std::vector<CompiledEntry> entries = [] {
     std::vector<CompiledEntry> v;
     for (const RegistryRow* r = kRegistry; r->name != nullptr; ++r)
-      v.push_back({r->name, r->dtype, r->head_dim, r->tile_q, r->tile_kv, r->warps, r->stages, r->smem_bytes});
+      v.push_back({r->name, r->dtype, r->head_dim, r->tile_q, r->tile_kv, r->warps, r->stages, r->smem_bytes,
+                   r->persistent_ctas});
     return v;
   }();
   return entries;
@@ -66,6 +67,7 @@ const CompiledEntry* find_compiled_entry(std::string_view name) noexcept {
 void validate_attention(const CompiledEntry& e, KvVariant variant, const AttentionParams& p) {
   if (p.dtype != e.dtype) bad("q.dtype", std::string(dtype_name(p.dtype)) + " does not match entry " + std::string(e.name));
   if (p.head_dim != e.head_dim) bad("head_dim", std::to_string(p.head_dim) + " does not match entry " + std::string(e.name));
+  if (p.max_ctas < 0) bad("max_ctas", std::to_string(p.max_ctas) + " is negative (0: as many CTAs as are resident)");
   require_aligned(p.q, "q");
   require_aligned(p.k, "k");
   require_aligned(p.v, "v");
@@ -120,6 +122,12 @@ void validate_attention(const CompiledEntry& e, KvVariant variant, const Attenti
   }
   if (p.meta.n_partials > 0 && (p.o_partial == nullptr || p.lse_partial == nullptr))
     bad("workspace", "split-KV items need o_partial and lse_partial");
+  if (p.meta.persistent != 0 && e.persistent_ctas) {
+    if (p.meta.item_counters == nullptr)
+      bad("meta.item_counters", "null: persistent CTAs take their items from these counters");
+    if (reinterpret_cast<std::uintptr_t>(p.meta.item_counters) % 4 != 0)
+      bad("meta.item_counters", "pointer must be 4-byte aligned");
+  }
 }
 
 void launch_attention(std::string_view name, KvVariant variant, const AttentionParams& p, Stream stream) {

@@ -46,6 +46,11 @@ struct AttentionParams {
   TileMetadataView meta;      ///< device pointers
   float* o_partial = nullptr;
   float* lse_partial = nullptr;
+  /// Persistent CTAs (meta.persistent on an entry that has them: the wgmma family's 64- and 128-row tiles, see
+  /// CompiledEntry::persistent_ctas): the most CTAs to launch; 0: as many as are resident on the GPU at once
+  /// (occupancy x SMs). Each CTA runs item blockIdx.x, then takes further items from meta.item_counters. Kernels that
+  /// run one CTA per item ignore it. Tests set it small so that every CTA runs several items.
+  std::int32_t max_ctas = 0;
 };
 
 /// Static description of one compiled catalog entry (a row of catalog.def that the build compiled).
@@ -54,6 +59,9 @@ struct CompiledEntry {
   DType dtype;
   int head_dim, tile_q, tile_kv, warps, stages;
   std::size_t smem_bytes;  ///< dynamic shared memory per CTA
+  /// Whether the kernel runs persistent CTAs for plans that ask for them (TileMetadataView::persistent); others run
+  /// one CTA per work item of the list whatever the plan (CatalogEntry::persistent_ctas).
+  bool persistent_ctas = false;
 };
 
 /// Every entry compiled into this build (filtered by TESSERA_KERNEL_FILTER), in catalog order.
@@ -63,7 +71,8 @@ const std::vector<CompiledEntry>& compiled_entries();
 const CompiledEntry* find_compiled_entry(std::string_view name) noexcept;
 
 /// Validates `p` against entry `name` and variant (Error kInvalidArgument naming the field, or kUnsupported
-/// when the entry is not compiled), then launches one CTA per work item on `stream`. Asynchronous.
+/// when the entry is not compiled), then launches one CTA per work item on `stream` (persistent kernels: at most
+/// p.max_ctas CTAs, or as many as are resident, each looping over items). Asynchronous.
 void launch_attention(std::string_view name, KvVariant variant, const AttentionParams& p, Stream stream);
 
 /// Merges split-KV partials (p.o_partial, p.lse_partial, tile_q rows per slot) into p.o / p.lse for the

@@ -15,6 +15,7 @@ struct RegistryRow {
   DType dtype;
   int head_dim, tile_q, tile_kv, warps, stages;
   std::size_t smem_bytes;
+  bool persistent_ctas;
   EntryLaunchFn launch;
 };
 

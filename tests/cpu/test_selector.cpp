@@ -97,6 +97,47 @@ TEST(Selector, OneStageEntriesAreEnumerated) {
   EXPECT_EQ(direct_stages, (std::vector<int>{2, 1, 2}));
 }
 
+// Plans with persistent CTAs (`g1p`) are enumerated only when asked for, right after the same plan with one CTA per
+// item, and only on entries whose kernels run them: the wgmma 64- and 128-row tiles but t64x128 (Config::kPersistent),
+// never the mma.sync entries or the swapped 16- and 32-row tiles.
+TEST(Selector, PersistentPlansOnlyOnEntriesThatRunThem) {
+  int persistent_entries = 0;
+  for (const CatalogEntry& e : catalog()) {
+    const bool want = e.family == KernelFamily::kWgmma && e.tile_q >= 64 && !(e.tile_q == 64 && e.tile_kv == 128);
+    EXPECT_EQ(e.persistent_ctas, want) << e.name;
+    persistent_entries += want;
+  }
+  EXPECT_GT(persistent_entries, 0);
+  CandidateOptions o;
+  o.splits = {1, 2};
+  for (auto [bq, bkv] : {std::pair{16, 16}, {64, 64}, {128, 64}, {128, 128}, {384, 384}}) {
+    SCOPED_TRACE(std::to_string(bq) + "x" + std::to_string(bkv));
+    const auto plain = enumerate_plans(catalog(), req(bq, bkv), o);
+    for (const Plan& p : plain) EXPECT_FALSE(p.org.persistent) << plan_id(p);
+    o.include_persistent = true;
+    const auto all = enumerate_plans(catalog(), req(bq, bkv), o);
+    o.include_persistent = false;
+    std::vector<Plan> without;
+    int persistent = 0;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      if (!all[i].org.persistent) {
+        without.push_back(all[i]);
+        continue;
+      }
+      ++persistent;
+      ASSERT_GT(i, 0u);
+      Plan one_cta_each = all[i];
+      one_cta_each.org.persistent = false;
+      EXPECT_EQ(all[i - 1], one_cta_each) << plan_id(all[i]);
+      EXPECT_TRUE(find_plan_entry(all[i])->persistent_ctas) << plan_id(all[i]);
+      EXPECT_NE(plan_id(all[i]).find(".g1p."), std::string::npos) << plan_id(all[i]);
+      EXPECT_EQ(parse_plan_id(plan_id(all[i])), all[i]);
+    }
+    EXPECT_EQ(without, plain);  // the same plans, in the same order, besides the persistent ones
+    EXPECT_GT(persistent, 0);  // every geometry here reaches a 64- or 128-row wgmma tile (Coarsened-Q for 16)
+  }
+}
+
 TEST(Selector, WalksTheRankingSkippingIneligiblePlans) {
   const auto r = req(64, 64);
   const std::string key = request_key(r).str();

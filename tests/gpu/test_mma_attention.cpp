@@ -88,40 +88,11 @@ struct Case {
   MaskKind kind;
 };
 
-/// Runs one case on `entry` and checks O and LSE against the float64 reference.
-void check_case(const CompiledEntry& e, const Case& c, std::uint64_t seed) {
-  SCOPED_TRACE(std::string(e.name) + " / " + c.label);
+/// Checks O and LSE of one run of case `c` against the float64 reference.
+void check_outputs(const CompiledEntry& e, const Case& c, const HostTensor& o, const HostTensor& lse,
+                   const std::vector<double>& o_ref, const std::vector<double>& lse_ref) {
   const Problem& pr = c.pr;
-  const int n_qb = (pr.n_q + pr.bq - 1) / pr.bq, n_kvb = (pr.n_kv + pr.bkv - 1) / pr.bkv;
-  const BlockMask m = make_mask(pr.batch, pr.h_q, n_qb, n_kvb, c.kind, 0.35, seed);
-  const HostPlan plan = build_plan(m, pr.n_q, pr.n_kv, pr.bq, pr.bkv, c.spec);
-  HostTensor q(e.dtype, {pr.batch, pr.n_q, pr.h_q, pr.d}), k(e.dtype, {pr.batch, pr.n_kv, pr.h_kv, pr.d}),
-      v(e.dtype, {pr.batch, pr.n_kv, pr.h_kv, pr.d}), o(e.dtype, {pr.batch, pr.n_q, pr.h_q, pr.d}),
-      lse(DType::kFloat32, {pr.batch, pr.h_q, pr.n_q});
-  q.fill_normal(seed * 3 + 1), k.fill_normal(seed * 3 + 2), v.fill_normal(seed * 3 + 3);
-  o.poison(), lse.poison();
-  std::vector<double> o_ref, lse_ref;
-  reference(pr, m, q, k, v, o_ref, lse_ref);
-
-  auto dq = upload(q.bytes), dk = upload(k.bytes), dv = upload(v.bytes), dO = upload(o.bytes), dl = upload(lse.bytes);
-  DevicePlan dp(plan, c.spec.tile_q, pr.d);
-  kernels::AttentionParams prm;
-  prm.dtype = e.dtype;
-  prm.q = dq.data(), prm.k = dk.data(), prm.v = dv.data(), prm.o = dO.data(), prm.lse = dl.as<float>();
-  const Strides sq = strides_of(pr, pr.n_q, pr.h_q), sk = strides_of(pr, pr.n_kv, pr.h_kv);
-  prm.q_stride_b = sq.b, prm.q_stride_n = sq.n, prm.q_stride_h = sq.h;
-  prm.o_stride_b = sq.b, prm.o_stride_n = sq.n, prm.o_stride_h = sq.h;
-  prm.k_stride_b = sk.b, prm.k_stride_n = sk.n, prm.k_stride_h = sk.h;
-  prm.v_stride_b = sk.b, prm.v_stride_n = sk.n, prm.v_stride_h = sk.h;
-  prm.lse_stride_b = std::int64_t(pr.h_q) * pr.n_q, prm.lse_stride_h = pr.n_q;
-  prm.batch = pr.batch, prm.n_q = pr.n_q, prm.n_kv = pr.n_kv, prm.h_q = pr.h_q, prm.h_kv = pr.h_kv;
-  prm.head_dim = pr.d, prm.block_q = pr.bq, prm.block_kv = pr.bkv;
-  prm.scale = static_cast<float>(1.0 / std::sqrt(double(pr.d)));
-  run_plan(std::string(e.name), c.spec.packed, c.spec.membership, dp, prm);
-  TESSERA_CUDA_CHECK(cudaDeviceSynchronize());
-  TESSERA_CUDA_CHECK(cudaMemcpy(o.bytes.data(), dO.data(), o.bytes.size(), cudaMemcpyDeviceToHost));
-  TESSERA_CUDA_CHECK(cudaMemcpy(lse.bytes.data(), dl.data(), lse.bytes.size(), cudaMemcpyDeviceToHost));
-
+  const Strides sq = strides_of(pr, pr.n_q, pr.h_q);
   // O in logical [B, N, H, D] order (the test tensors are stored per `bhsd`).
   std::vector<double> o_got(o_ref.size());
   for (int b = 0; b < pr.batch; ++b)
@@ -150,6 +121,70 @@ void check_case(const CompiledEntry& e, const Case& c, std::uint64_t seed) {
                                               ((i / pr.d) % pr.h_q) * pr.n_q + (i / pr.d / pr.h_q) % pr.n_q])) {
       ASSERT_EQ(o_got[i], 0.0) << "empty row must give O = 0 at " << i;
     }
+  }
+}
+
+/// How a case is launched: one CTA per item, or persistent CTAs (at most max_ctas of them; 0: as many as fit).
+struct Launch {
+  bool persistent = false;
+  int max_ctas = 0;
+};
+
+/// The launches every case runs on entry `e`: one CTA per item; on entries with persistent CTAs also persistent with
+/// 2 CTAs (each runs many items, its producer a whole item ahead of its consumers) and with as many as fit.
+std::vector<Launch> launches_for(const CompiledEntry& e) {
+  if (!e.persistent_ctas) return {Launch{}};
+  return {Launch{}, Launch{true, 2}, Launch{true, 0}};
+}
+
+/// Runs one case on `entry` (each of `launches`, outputs and partials poisoned before each) and checks O and LSE
+/// against the float64 reference.
+void check_case(const CompiledEntry& e, const Case& c, std::uint64_t seed, const std::vector<Launch>& launches) {
+  SCOPED_TRACE(std::string(e.name) + " / " + c.label);
+  const Problem& pr = c.pr;
+  const int n_qb = (pr.n_q + pr.bq - 1) / pr.bq, n_kvb = (pr.n_kv + pr.bkv - 1) / pr.bkv;
+  const BlockMask m = make_mask(pr.batch, pr.h_q, n_qb, n_kvb, c.kind, 0.35, seed);
+  const HostPlan plan = build_plan(m, pr.n_q, pr.n_kv, pr.bq, pr.bkv, c.spec);
+  HostTensor q(e.dtype, {pr.batch, pr.n_q, pr.h_q, pr.d}), k(e.dtype, {pr.batch, pr.n_kv, pr.h_kv, pr.d}),
+      v(e.dtype, {pr.batch, pr.n_kv, pr.h_kv, pr.d}), o(e.dtype, {pr.batch, pr.n_q, pr.h_q, pr.d}),
+      lse(DType::kFloat32, {pr.batch, pr.h_q, pr.n_q});
+  q.fill_normal(seed * 3 + 1), k.fill_normal(seed * 3 + 2), v.fill_normal(seed * 3 + 3);
+  std::vector<double> o_ref, lse_ref;
+  reference(pr, m, q, k, v, o_ref, lse_ref);
+
+  auto dq = upload(q.bytes), dk = upload(k.bytes), dv = upload(v.bytes), dO = upload(o.bytes), dl = upload(lse.bytes);
+  DevicePlan dp(plan, c.spec.tile_q, pr.d);
+  kernels::AttentionParams prm;
+  prm.dtype = e.dtype;
+  prm.q = dq.data(), prm.k = dk.data(), prm.v = dv.data(), prm.o = dO.data(), prm.lse = dl.as<float>();
+  const Strides sq = strides_of(pr, pr.n_q, pr.h_q), sk = strides_of(pr, pr.n_kv, pr.h_kv);
+  prm.q_stride_b = sq.b, prm.q_stride_n = sq.n, prm.q_stride_h = sq.h;
+  prm.o_stride_b = sq.b, prm.o_stride_n = sq.n, prm.o_stride_h = sq.h;
+  prm.k_stride_b = sk.b, prm.k_stride_n = sk.n, prm.k_stride_h = sk.h;
+  prm.v_stride_b = sk.b, prm.v_stride_n = sk.n, prm.v_stride_h = sk.h;
+  prm.lse_stride_b = std::int64_t(pr.h_q) * pr.n_q, prm.lse_stride_h = pr.n_q;
+  prm.batch = pr.batch, prm.n_q = pr.n_q, prm.n_kv = pr.n_kv, prm.h_q = pr.h_q, prm.h_kv = pr.h_kv;
+  prm.head_dim = pr.d, prm.block_q = pr.bq, prm.block_kv = pr.bkv;
+  prm.scale = static_cast<float>(1.0 / std::sqrt(double(pr.d)));
+
+  for (const Launch& l : launches) {
+    SCOPED_TRACE(l.persistent ? "persistent CTAs, max_ctas " + std::to_string(l.max_ctas) : "one CTA per item");
+    o.poison(), lse.poison();
+    TESSERA_CUDA_CHECK(cudaMemcpy(dO.data(), o.bytes.data(), o.bytes.size(), cudaMemcpyHostToDevice));
+    TESSERA_CUDA_CHECK(cudaMemcpy(dl.data(), lse.bytes.data(), lse.bytes.size(), cudaMemcpyHostToDevice));
+    dp.poison_partials();
+    dp.set_persistent(l.persistent);
+    prm.max_ctas = l.max_ctas;
+    run_plan(std::string(e.name), c.spec.packed, c.spec.membership, dp, prm);
+    TESSERA_CUDA_CHECK(cudaDeviceSynchronize());
+    TESSERA_CUDA_CHECK(cudaMemcpy(o.bytes.data(), dO.data(), o.bytes.size(), cudaMemcpyDeviceToHost));
+    TESSERA_CUDA_CHECK(cudaMemcpy(lse.bytes.data(), dl.data(), lse.bytes.size(), cudaMemcpyDeviceToHost));
+    if (l.persistent) {  // the last CTA cleared them for the next launch (scheduler.cuh)
+      const std::vector<std::uint32_t> cnt = dp.counters();
+      EXPECT_EQ(cnt[0], 0u) << "ticket counter left set";
+      EXPECT_EQ(cnt[1], 0u) << "retirement counter left set";
+    }
+    check_outputs(e, c, o, lse, o_ref, lse_ref);
   }
 }
 
@@ -215,7 +250,7 @@ TEST_P(MmaAttention, MatchesFloat64ReferenceOnEveryMapping) {
   TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   if (e.smem_bytes > std::size_t(optin)) GTEST_SKIP() << "entry needs more shared memory than this GPU has";
   std::uint64_t seed = std::hash<std::string_view>{}(e.name) ^ static_cast<std::uint64_t>(time(nullptr));
-  for (const Case& c : cases_for(e)) check_case(e, c, ++seed);
+  for (const Case& c : cases_for(e)) check_case(e, c, ++seed, launches_for(e));
 }
 
 // The premise of the halves cases (no GPU needed): with B_Q = 64 on a 128-row tile, the union list of a query-block
@@ -259,6 +294,7 @@ TEST(MmaCatalog, SharedMemoryMatchesTheHostCatalogAndTheDeviceLimit) {
     const CatalogEntry* e = find_catalog_entry(ce.name);
     ASSERT_NE(e, nullptr) << ce.name;
     EXPECT_EQ(e->smem_bytes, ce.smem_bytes) << ce.name;
+    EXPECT_EQ(e->persistent_ctas, ce.persistent_ctas) << ce.name;
   }
   TESSERA_REQUIRE_GPU();
   int dev = 0, major = 0, minor = 0, optin = 0;
@@ -330,6 +366,42 @@ TEST(MmaAttentionLaunch, RejectsMembershipWordsThatCannotHoldTheTile) {
     EXPECT_EQ(argument(kernels::KvVariant::kSpanMasked), "meta.member_bytes");
     p.meta.member_bytes = 2;
     EXPECT_EQ(argument(kernels::KvVariant::kSpanMasked), "");
+  }
+}
+
+// Persistent launches need the item counters, and max_ctas cannot be negative: checked before any launch. Entries
+// that run one CTA per item ignore both the plan's persistence and the counters.
+TEST(MmaAttentionLaunch, RejectsPersistentLaunchesWithoutItemCountersAndNegativeMaxCtas) {
+  alignas(16) static std::int32_t dummy[16];
+  for (const CompiledEntry& e : kernels::compiled_entries()) {
+    SCOPED_TRACE(std::string(e.name));
+    kernels::AttentionParams p;
+    p.dtype = e.dtype;
+    p.head_dim = e.head_dim;
+    p.q = p.k = p.v = p.o = dummy;
+    p.batch = p.n_q = p.n_kv = p.h_q = p.h_kv = 1;
+    p.scale = 1.f;
+    p.block_q = e.tile_q;
+    p.block_kv = e.tile_kv;
+    p.meta.kv_tile = dummy;
+    auto argument = [&] {
+      try {
+        kernels::validate_attention(e, kernels::KvVariant::kSpan, p);
+      } catch (const Error& err) {
+        return err.argument();
+      }
+      return std::string();
+    };
+    EXPECT_EQ(argument(), "");
+    p.max_ctas = -1;
+    EXPECT_EQ(argument(), "max_ctas");
+    p.max_ctas = 0;
+    p.meta.persistent = 1;
+    EXPECT_EQ(argument(), e.persistent_ctas ? "meta.item_counters" : "");
+    p.meta.item_counters = reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(dummy) + 2);
+    EXPECT_EQ(argument(), e.persistent_ctas ? "meta.item_counters" : "");
+    p.meta.item_counters = reinterpret_cast<std::uint32_t*>(dummy);
+    EXPECT_EQ(argument(), "");
   }
 }
 

@@ -15,6 +15,7 @@
 #include "kernels/mma/softmax.cuh"
 #include "kernels/mma/tile_load.cuh"
 #include "kernels/output.cuh"
+#include "kernels/work_item.cuh"
 
 namespace tessera::kernels::mma {
 
@@ -32,10 +33,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) attention_kern
   int* slot_blk = reinterpret_cast<int*>(smem + Cfg::kQBytes + (S + SV) * Cfg::kKvBytes);
   int* slot_cnt = slot_blk + S * Cfg::kMaxSlots;
 
-  const WorkItem it =
-      p.meta.implicit_items
-          ? unsplit_item(p.meta.query_geometry, p.meta.tile_row_offsets, p.meta.tile_row_ends, blockIdx.x)
-          : p.meta.items[blockIdx.x];
+  const WorkItem it = work_item(p, blockIdx.x);
   const int kv_head = it.head / (p.h_q / p.h_kv);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int warp_kv = warp / Cfg::WQ;

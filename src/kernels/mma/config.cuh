@@ -43,6 +43,8 @@ struct Config {
   static constexpr std::size_t kMergeSmem =
       WKV > 1 ? std::size_t(WKV) * TQ * kMergeStride * 4 + 2 * std::size_t(WKV) * TQ * 4 : 0;
   static constexpr std::size_t kSmemBytes = kLoopSmem > kMergeSmem ? kLoopSmem : kMergeSmem;
+  // One CTA per work item, whatever the plan's organisation (persistent CTAs: the wgmma family only).
+  static constexpr bool kPersistent = false;
   // Resident CTAs per SM asked of ptxas (__launch_bounds__): CTAs whose warps hold one slab and a score slice
   // of at most 32 columns (or 64 columns with 8 warps) are held to 128 registers per thread, so that 16 warps
   // fit an SM; everything else gets the full register file.

@@ -1,6 +1,7 @@
 #pragma once
 // The wgmma attention kernel template (sm_90a; FlashAttention-3's warp-specialized scheme on Tessera's plan
-// contract): one CTA per WorkItem. Warpgroup 0 produces (producer.cuh: TMA loads of Q and of every entry's K and V
+// contract): one CTA per WorkItem, or persistent CTAs that take items from the launch's list (scheduler.cuh).
+// Warpgroup 0 produces (producer.cuh: TMA loads of Q and of every entry's K and V
 // into S-stage rings), warpgroups 1.. consume (consumer.cuh: wgmma QK^T and PV, online softmax, epilogue; for
 // Coarsened-Q tiles of two warpgroups consumer_skip.cuh, which skips a warpgroup's foreign entries; for 16- and
 // 32-row query tiles consumer_swap.cuh: the transposed products S^T = K Q^T and O^T += V^T P^T).
@@ -19,20 +20,24 @@
 #include "kernels/wgmma/params.cuh"
 #include "kernels/wgmma/pipeline.cuh"
 #include "kernels/wgmma/producer.cuh"
+#include "kernels/wgmma/scheduler.cuh"
+#include "kernels/work_item.cuh"
 
 namespace tessera::kernels::wgmma {
 
-template <class Cfg, KvVariant V>
+/// kPersist: persistent CTAs (plans with persistent CTAs on entries with Config::kPersistent; scheduler.cuh), else
+/// one CTA per work item.
+template <class Cfg, KvVariant V, bool kPersist>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) attention_kernel(const __grid_constant__ KernelParams kp) {
+  static_assert(!kPersist || Cfg::kPersistent, "this tile runs one CTA per item");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // 128-byte swizzle atoms need 1024-byte-aligned buffers (Config::kAlignSlack pays for the rounding).
   const std::uint32_t raw = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw));
   unsigned char* smem = smem_raw + (((raw + 1023u) & ~1023u) - raw);
   const Barriers<Cfg> bar(smem);
   const AttentionParams& p = kp.p;
-  const WorkItem it = p.meta.implicit_items
-                          ? unsplit_item(p.meta.query_geometry, p.meta.tile_row_offsets, p.meta.tile_row_ends, blockIdx.x)
-                          : p.meta.items[blockIdx.x];
+  WorkItem it{};  // one CTA per item: the item, read before the set-up so that its latency hides behind it
+  if constexpr (!kPersist) it = work_item(p, blockIdx.x);
   if (threadIdx.x == 0) {
     bar.init();
     ptx::prefetch_tensor_map(&kp.q);
@@ -43,16 +48,36 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) attention_kern
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     ptx::setmaxnreg_dec<Cfg::kProducerRegs>();
-    if (threadIdx.x < 32 && ptx::elect_one()) producer_loop<Cfg, V>(kp, it, smem, bar);
+    if (threadIdx.x < 32 && ptx::elect_one()) {
+      if constexpr (kPersist) producer_persistent<Cfg, V>(kp, smem, bar);
+      else producer_loop<Cfg, V>(kp, it, smem, bar);
+    }
   } else {
     ptx::setmaxnreg_inc<Cfg::kConsumerRegs>();
     if constexpr (Cfg::kSwapAB) {
       consumer_swap_loop<Cfg, V>(kp, it, smem, bar);
-    } else if constexpr (kSkipForeignEntries<Cfg, V>) {
-      if (p.block_q < Cfg::TQ) consumer_skip_loop<Cfg, V>(kp, it, smem, bar, wg - 1);  // Coarsened-Q
-      else consumer_loop<Cfg, V>(kp, it, smem, bar, wg - 1);
     } else {
-      consumer_loop<Cfg, V>(kp, it, smem, bar, wg - 1);
+      RingPositions<Cfg::S> pos;
+      const auto consume = [&](const ItemRef<kPersist>& item) {
+        if constexpr (kSkipForeignEntries<Cfg, V>) {
+          if (p.block_q < Cfg::TQ) consumer_skip_loop<Cfg, V>(kp, item, smem, bar, wg - 1, pos);  // Coarsened-Q
+          else consumer_loop<Cfg, V>(kp, item, smem, bar, wg - 1, pos);
+        } else {
+          consumer_loop<Cfg, V>(kp, item, smem, bar, wg - 1, pos);
+        }
+      };
+      if constexpr (kPersist) {  // the items the producer announces in the item ring, until the end mark
+        const volatile std::int32_t* const ring =
+            reinterpret_cast<const volatile std::int32_t*>(smem + Cfg::kItemOffset);
+        for (;;) {
+          const volatile std::int32_t* const slot = ring + pos.q_phase();
+          consumer_wait(bar.q_full, 0, pos.q_phase());
+          if (*slot >= p.meta.n_items) break;
+          consume(ItemRef<true>{slot});
+        }
+      } else {
+        consume(ItemRef<false>{it});
+      }
     }
   }
 }

@@ -9,8 +9,16 @@
 // W = 4 * (1 + T_Q / 64) warps.
 //
 // Shared memory (every operand 128-byte swizzled in 64-column panels of 128-byte rows, as TMA writes it):
-//   Q [kPanels][T_Q][64] | K [S][kPanels][T_KV][64] | V [S][kPanels][T_KV][64] | mbarriers
+//   Q [kPanels][T_Q][64] | K [S][kPanels][T_KV][64] | V [S][kPanels][T_KV][64] | mbarriers | item ring [2]
 // Separate K and V rings of S stages each, so S = Q K^T of tile j can start before V(j) has landed.
+//
+// Persistent CTAs (kPersistent; plans with persistent CTAs, `g1p`): the launcher starts as many CTAs as fit the GPU
+// at once; CTA c runs item c first, then takes the next item of the launch's work list (longest first) from a global
+// ticket counter (scheduler.cuh), so CTAs that finish early take more items. The producer announces each item to the
+// consumers in the item ring (two slots, by item parity) with the Q buffer's full barrier, and loads the next item's
+// Q and first K and V tiles while the consumers finish the current one (a q_empty barrier: every consumer warp has
+// released the Q buffer). An item's start (launch, barrier set-up, the latency of its first loads) then no longer
+// idles its SM.
 //
 // Swapped organisation (T_Q = 16 or 32, below wgmma's 64-row minimum; consumer_swap.cuh): one consumer warpgroup
 // computes S^T = K Q^T with the T_KV = 64 kv rows as wgmma M and the query rows as N, and O^T += V^T P^T with P^T
@@ -42,14 +50,23 @@ struct Config {
   static constexpr std::size_t kPOffset = kVOffset + S * kKvBytes;                    // two buffers
   static constexpr std::size_t kRedOffset = kPOffset + 2 * kPBytes;                   // [4 warps][T_Q] fp32
   static constexpr std::size_t kRedBytes = kSwapAB ? std::size_t(4) * TQ * 4 : 0;
+  // Arrivals that release a stage: one per consumer warp (lane 0, after the warp's wgmma reads have retired).
+  static constexpr int kConsumerWarps = 4 * kConsumers;
+  // Persistent CTAs (see the header comment) on the 64- and 128-row tiles. Not the swapped tiles: their epilogue
+  // stages O in the K and V rings, which the producer would by then be filling with the next item's tiles. Nor the
+  // one-consumer T_KV = 128 tiles, whose consumers (O, S and P: 160 of their 200 registers) spilled in an item loop
+  // (session 14). The host catalog copies it (CatalogEntry::persistent_ctas), so plans with persistent CTAs are
+  // enumerated for these entries only.
+  static constexpr bool kPersistent = !kSwapAB && !(kConsumers == 1 && TKV == 128);
   static constexpr std::size_t kBarrierOffset = kRedOffset + kRedBytes;
-  static constexpr int kBarriers = 1 + 4 * S;  // q_full, k_full[S], k_empty[S], v_full[S], v_empty[S]
+  // q_full, q_empty (kPersistent), k_full[S], k_empty[S], v_full[S], v_empty[S]
+  static constexpr int kBarriers = (kPersistent ? 2 : 1) + 4 * S;
+  static constexpr std::size_t kItemOffset = kBarrierOffset + kBarriers * 8;  // int32 [2] (kPersistent)
+  static constexpr std::size_t kItemBytes = kPersistent ? 8 : 0;
   // The dynamic shared-memory window is only 16-byte aligned: the kernel rounds its base up to 1024 bytes
   // (128-byte swizzle atoms), hence the slack.
   static constexpr std::size_t kAlignSlack = 1024;
-  static constexpr std::size_t kSmemBytes = kBarrierOffset + kBarriers * 8 + kAlignSlack;
-  // Arrivals that release a stage: one per consumer warp (lane 0, after the warp's wgmma reads have retired).
-  static constexpr int kConsumerWarps = 4 * kConsumers;
+  static constexpr std::size_t kSmemBytes = kItemOffset + kItemBytes + kAlignSlack;
   static constexpr int kMaxSlots = 8;  // packed KV slots per tile (c_kv <= 8)
   // CTAs per SM asked of ptxas (__launch_bounds__): two for one-consumer tiles, one otherwise; three for a swapped
   // tile whose shared memory lets three be resident (228 KB per SM, 1 KB of it reserved per CTA). That caps the

@@ -10,6 +10,8 @@
 //   O *= alpha; pack P(j) into A fragments
 //
 // and after the last entry O += P(n-1) V(n-1). The softmax of tile j thus overlaps the PV product of tile j-1.
+// In a persistent CTA the Q buffer is released as soon as the item no longer reads it (after loading Q's fragments
+// when Q sits in registers, else once the last S retired), so that the producer can load the next item's Q.
 // Coarsened-Q tiles of two consumer warpgroups on T_KV = 64 run consumer_skip.cuh's loop instead, which skips the
 // entries that only the other warpgroup's query blocks need (attention.cuh chooses).
 // Deadlock freedom: the producer issues K(0), V(0), K(1), V(1), ... and waits only for stages the consumers release
@@ -19,10 +21,12 @@
 
 #include "kernels/output.cuh"
 #include "kernels/ptx/ldmatrix.cuh"
+#include "kernels/ptx/proxy_fence.cuh"
 #include "kernels/ptx/wgmma.cuh"
 #include "kernels/wgmma/masking.cuh"
 #include "kernels/wgmma/params.cuh"
 #include "kernels/wgmma/pipeline.cuh"
+#include "kernels/wgmma/scheduler.cuh"
 #include "kernels/wgmma/softmax.cuh"
 
 namespace tessera::kernels::wgmma {
@@ -127,13 +131,28 @@ __device__ __forceinline__ void write_rows(const AttentionParams& p, const WorkI
   }
 }
 
-/// The consumer warpgroup `wg`'s whole work for item `it`, epilogue included: every entry computed in order (tile 0
-/// alone, each later tile overlapped with the previous PV, then the last PV).
-template <class Cfg, KvVariant V>
-__device__ __forceinline__ void consumer_loop(const KernelParams& kp, const WorkItem& it, unsigned char* smem,
-                                              const Barriers<Cfg>& bar, int wg) {
+/// Consumer side, persistent CTAs: once this warp no longer reads the Q buffer, releases it (lane 0 arrives).
+__device__ __forceinline__ void release_q(std::uint64_t* q_empty) { consumer_release(q_empty, 0); }
+
+/// release_q after the warp read Q by ldmatrix (Config::kQInRegisters): the producer's next TMA write of Q is an
+/// async-proxy access after generic-proxy reads, so the proxy fence orders them, and the warp converges so that lane
+/// 0's arrival covers every lane's reads.
+__device__ __forceinline__ void release_q_after_ldmatrix(std::uint64_t* q_empty) {
+  ptx::fence_proxy_async_shared();
+  __syncwarp();
+  release_q(q_empty);
+}
+
+/// The consumer warpgroup `wg`'s whole work for `item`, epilogue included: every entry computed in order (tile 0
+/// alone, each later tile overlapped with the previous PV, then the last PV), from ring positions `pos` (advanced
+/// past the item). kPersist: the CTA is persistent (its producer announced the item; the Q buffer is released).
+template <class Cfg, KvVariant V, bool kPersist>
+__device__ __forceinline__ void consumer_loop(const KernelParams& kp, const ItemRef<kPersist>& item,
+                                              unsigned char* smem, const Barriers<Cfg>& bar, int wg,
+                                              RingPositions<Cfg::S>& pos) {
   using T = typename Cfg::Elem;
   const AttentionParams& p = kp.p;
+  const WorkItem it = item.get(p);
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const int row0 = wg * 64 + warp * 16 + lane / 4;  // tile row of the thread's first row
   // Entry count as a warp-uniform value (a shuffle from lane 0), so that the loop is not a divergent path.
@@ -149,12 +168,15 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Work
   RowState st;
   TileMask<Cfg, V> mask;
   mask.init(p, row0, wg);
-  PipelineState<Cfg::S> kr, vr;  // K(j) and V(j-1) read positions
+  PipelineState<Cfg::S> kr = pos.ring(), vr = kr;  // K(j) and V(j-1) read positions
   std::uint32_t qf[Cfg::kQInRegisters ? Cfg::D / 16 : 1][4];  // Q's A fragments (kQInRegisters)
 
   if (n > 0) {
-    consumer_wait(bar.q_full, 0, 0);
-    if constexpr (Cfg::kQInRegisters) load_q_fragments<Cfg>(qf, q_rows, warp, lane);
+    consumer_wait(bar.q_full, 0, pos.q_phase());
+    if constexpr (Cfg::kQInRegisters) {
+      load_q_fragments<Cfg>(qf, q_rows, warp, lane);
+      if constexpr (kPersist) release_q_after_ldmatrix(bar.q_empty);
+    }
     // Tile 0: S(0), softmax; nothing to overlap with yet.
     {
       float s[Cfg::TKV / 2];
@@ -165,6 +187,8 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Work
       fence_all(s);
       consumer_release(bar.k_empty, kr.stage);
       kr.advance();
+      if constexpr (kPersist && !Cfg::kQInRegisters)
+        if (n == 1) release_q(bar.q_empty);
       mask.apply(s, p, it.entry_begin, lane);
       float alpha[2];
       softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);  // alpha = 0: O is still 0
@@ -183,6 +207,8 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Work
       fence_all(s);
       consumer_release(bar.k_empty, kr.stage);
       kr.advance();
+      if constexpr (kPersist && !Cfg::kQInRegisters)
+        if (j == n - 1) release_q(bar.q_empty);
       mask.apply(s, p, it.entry_begin + j, lane);
       float alpha[2];
       softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);
@@ -200,9 +226,11 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Work
     ptx::wgmma_wait<0>();
     fence_all(o);
     consumer_release(bar.v_empty, vr.stage);
+  } else if constexpr (kPersist) {
+    release_q(bar.q_empty);  // an empty item: the producer loaded no Q
   }
-
-  write_rows<Cfg>(p, it, o, st, row0, lane);
+  pos.advance(n);
+  write_rows<Cfg>(p, item.get(p), o, st, row0, lane);
 }
 
 }  // namespace tessera::kernels::wgmma

@@ -109,17 +109,21 @@ struct SkipConsumer {
 template <class Cfg, KvVariant V>
 inline constexpr bool kSkipForeignEntries = Cfg::kConsumers > 1 && V != KvVariant::kSpan && Cfg::TKV == 64;
 
-/// The skipping consumer warpgroup `wg`'s whole work for item `it`, epilogue included. The warpgroup looks ahead for
+/// The skipping consumer warpgroup `wg`'s whole work for `item`, epilogue included (ring positions `pos` and kPersist
+/// as consumer_loop's). The warpgroup looks ahead for
 /// the next entry m it computes; the entries before m it skips. While the PV of its previous tile p is pending it
 /// holds V(p), and the producer may load entry e's K only once V(e - 1 - S) is released, so:
 ///   m - p <= S: skip the K of the entries between, S(m) overlapped with PV(p) as usual, then skip their V;
 ///   m - p >  S: finish PV(p) first (nothing held), skip the entries between, start again with first_tile(m).
 /// Either way a warpgroup waits only for loads that need releases it has already given, or that the other
 /// warpgroup, then behind it, can give without waiting for this one.
-template <class Cfg, KvVariant V>
-__device__ __forceinline__ void consumer_skip_loop(const KernelParams& kp, const WorkItem& it, unsigned char* smem,
-                                                   const Barriers<Cfg>& bar, int wg) {
+template <class Cfg, KvVariant V, bool kPersist>
+__device__ __forceinline__ void consumer_skip_loop(const KernelParams& kp, const ItemRef<kPersist>& item,
+                                                   unsigned char* smem, const Barriers<Cfg>& bar, int wg,
+                                                   RingPositions<Cfg::S>& pos) {
+  static_assert(Cfg::kQInRegisters, "Q is released after loading its fragments");
   const AttentionParams& p = kp.p;
+  const WorkItem it = item.get(p);
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const int row0 = wg * 64 + warp * 16 + lane / 4;  // tile row of the thread's first row
   // Entry count as a warp-uniform value (a shuffle from lane 0), so that the loop is not a divergent path.
@@ -131,10 +135,12 @@ __device__ __forceinline__ void consumer_skip_loop(const KernelParams& kp, const
 #pragma unroll
   for (int i = 0; i < Cfg::D / 2; ++i) cs.o[i] = 0.f;
   cs.mask.init(p, row0, wg);
+  cs.kr = cs.vr = pos.ring();
 
   if (n > 0) {
-    consumer_wait(bar.q_full, 0, 0);
-    if constexpr (Cfg::kQInRegisters) load_q_fragments<Cfg>(cs.qf, cs.q_rows, warp, lane);
+    consumer_wait(bar.q_full, 0, pos.q_phase());
+    load_q_fragments<Cfg>(cs.qf, cs.q_rows, warp, lane);
+    if constexpr (kPersist) release_q_after_ldmatrix(bar.q_empty);
     bool pending = false;  // the PV of the previous computed entry (p = j - 1) is not issued yet
     int j = 0;             // the next entry to look at; every K and V before it is released, V(p) excepted
     TileMembers tm = load_members<Cfg, V>(p, it.entry_begin);  // entry j's, loaded one tile ahead
@@ -166,8 +172,11 @@ __device__ __forceinline__ void consumer_skip_loop(const KernelParams& kp, const
     }
     if (pending) cs.finish_pv(bar);
     for (int e = j; e < n; ++e) cs.skip_k(bar), cs.skip_v(bar);
+  } else if constexpr (kPersist) {
+    release_q(bar.q_empty);  // an empty item: the producer loaded no Q
   }
-  write_rows<Cfg>(p, it, cs.o, cs.st, row0, lane);
+  pos.advance(n);
+  write_rows<Cfg>(p, item.get(p), cs.o, cs.st, row0, lane);
 }
 
 }  // namespace tessera::kernels::wgmma

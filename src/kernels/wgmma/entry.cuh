@@ -1,8 +1,10 @@
 #pragma once
 // Host launcher of one Wgmma catalog entry (included by the generated per-entry translation units): encodes the
-// launch's TMA tensor maps, instantiates the entry's three kernel variants and launches the one asked for.
+// launch's TMA tensor maps, instantiates the entry's three kernel variants (each also persistent, on tiles with
+// Config::kPersistent) and launches the one asked for.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -31,9 +33,12 @@ inline TensorMapSpec operand_spec(const AttentionParams& p, const void* base, bo
 
 template <class Cfg, KvVariant V>
 void launch_variant(const AttentionParams& p, Stream stream) {
-  auto* fn = &attention_kernel<Cfg, V>;
-  static std::atomic<std::uint64_t> opted_in{0};
-  opt_in_smem_once(reinterpret_cast<const void*>(fn), int(Cfg::kSmemBytes), opted_in);
+  // Persistent CTAs (plans with persistent CTAs on tiles that have them): as many CTAs as are resident at once (or
+  // p.max_ctas), each taking items (scheduler.cuh); otherwise one CTA per item.
+  const bool persist = Cfg::kPersistent && p.meta.persistent != 0;
+  auto* fn = persist ? &attention_kernel<Cfg, V, Cfg::kPersistent> : &attention_kernel<Cfg, V, false>;
+  static std::atomic<std::uint64_t> opted_in[2]{};
+  opt_in_smem_once(reinterpret_cast<const void*>(fn), int(Cfg::kSmemBytes), opted_in[persist]);
   if (p.meta.n_items == 0) return;
   KernelParams kp;
   kp.p = p;
@@ -41,7 +46,14 @@ void launch_variant(const AttentionParams& p, Stream stream) {
   encode_tensor_map(kp.q, operand_spec(p, p.q, true, p.q_stride_b, p.q_stride_n, p.q_stride_h, Cfg::TQ), "q");
   encode_tensor_map(kp.k, operand_spec(p, p.k, false, p.k_stride_b, p.k_stride_n, p.k_stride_h, kv_rows), "k");
   encode_tensor_map(kp.v, operand_spec(p, p.v, false, p.v_stride_b, p.v_stride_n, p.v_stride_h, kv_rows), "v");
-  fn<<<p.meta.n_items, Cfg::kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(kp);
+  int grid = p.meta.n_items;
+  if (persist) {
+    static std::atomic<int> resident[64]{};
+    grid = std::min(grid, p.max_ctas > 0 ? p.max_ctas
+                                         : resident_ctas_once(reinterpret_cast<const void*>(fn), Cfg::kThreads,
+                                                              Cfg::kSmemBytes, resident));
+  }
+  fn<<<grid, Cfg::kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(kp);
   TESSERA_CUDA_CHECK_LAUNCH();
 }
 

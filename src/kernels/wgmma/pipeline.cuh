@@ -23,7 +23,8 @@ struct PipelineState {
 /// The CTA's barriers, carved from shared memory (Config::kBarrierOffset).
 template <class Cfg>
 struct Barriers {
-  std::uint64_t* q_full;   // [1]: Q has landed
+  std::uint64_t* q_full;   // [1]: Q has landed (persistent CTAs: and the item ring names the item)
+  std::uint64_t* q_empty;  // [1], Cfg::kPersistent only: every consumer warp is done with Q
   std::uint64_t* k_full;   // [S]
   std::uint64_t* k_empty;  // [S]
   std::uint64_t* v_full;   // [S]
@@ -32,7 +33,8 @@ struct Barriers {
   __device__ __forceinline__ explicit Barriers(unsigned char* base) {
     auto* b = reinterpret_cast<std::uint64_t*>(base + Cfg::kBarrierOffset);
     q_full = b;
-    k_full = b + 1;
+    q_empty = Cfg::kPersistent ? b + 1 : nullptr;
+    k_full = b + (Cfg::kPersistent ? 2 : 1);
     k_empty = k_full + Cfg::S;
     v_full = k_empty + Cfg::S;
     v_empty = v_full + Cfg::S;
@@ -41,6 +43,7 @@ struct Barriers {
   /// every consumer warp.
   __device__ __forceinline__ void init() const {
     ptx::mbarrier_init(q_full, 1);
+    if constexpr (Cfg::kPersistent) ptx::mbarrier_init(q_empty, Cfg::kConsumerWarps);
     for (int s = 0; s < Cfg::S; ++s) {
       ptx::mbarrier_init(k_full + s, 1);
       ptx::mbarrier_init(v_full + s, 1);
@@ -49,6 +52,24 @@ struct Barriers {
     }
     ptx::fence_barrier_init();
   }
+};
+
+/// How far a role has walked the Q buffer and the K and V rings. A persistent CTA's roles keep one each across work
+/// items: they walk the same sequence (every item uses the Q buffer once, then one K and one V stage per entry), so
+/// they agree on every stage and phase, which follow from two counts (counts rather than the rings' PipelineStates,
+/// so that little stays live across a mainloop). A CTA of one item keeps it at zero (constants after inlining).
+template <int S>
+struct RingPositions {
+  std::int32_t items = 0;    // items done (persistent CTAs: empty ones included)
+  std::int32_t entries = 0;  // entries (KV tiles) done
+  /// The position of the next entry in either ring.
+  __device__ __forceinline__ PipelineState<S> ring() const {
+    return {entries % S, static_cast<std::uint32_t>(entries / S) & 1u};
+  }
+  /// The parity of the Q buffer's next use, and the item ring's slot of the next item.
+  __device__ __forceinline__ std::uint32_t q_phase() const { return static_cast<std::uint32_t>(items) & 1u; }
+  /// Steps past an item of n entries.
+  __device__ __forceinline__ void advance(int n) { ++items, entries += n; }
 };
 
 /// Producer side: waits until stage st of a ring is free (the consumers released its previous use; a fresh

@@ -1,6 +1,7 @@
 #pragma once
-// The producer role: one elected thread of warpgroup 0 loads Q once and, for every entry (KV tile) of the work item
-// in list order, K into the next stage of the K ring and V into the next stage of the V ring, by TMA.
+// The producer role: one elected thread of warpgroup 0 loads Q once per work item and, for every entry (KV tile) of the
+// item in list order, K into the next stage of the K ring and V into the next stage of the V ring, by TMA. A
+// persistent CTA's producer also takes the items (scheduler.cuh) and announces them to the consumers.
 //   span entry e:   the tile's rows start at kv_tile[e] * T_KV (one box of T_KV rows per 64-column panel);
 //   packed entry e: slot j (j < c_kv) holds logical block gather_blocks[e * c_kv + j], B_KV rows at row j * B_KV of
 //                   the stage (one box per slot and panel; B_KV is a multiple of 16, so every slot starts on a
@@ -12,6 +13,8 @@
 #include "kernels/ptx/tma.cuh"
 #include "kernels/wgmma/params.cuh"
 #include "kernels/wgmma/pipeline.cuh"
+#include "kernels/wgmma/scheduler.cuh"
+#include "kernels/work_item.cuh"
 
 namespace tessera::kernels::wgmma {
 
@@ -58,13 +61,12 @@ struct TileRows {
   }
 };
 
-/// The producer's whole work for item `it` (one thread).
+/// The producer's loads for item `it` of n > 0 entries (one thread), from ring positions `pos`: Q (arming the Q
+/// buffer's full barrier), then K and V of every entry.
 template <class Cfg, KvVariant V>
-__device__ __forceinline__ void producer_loop(const KernelParams& kp, const WorkItem& it, unsigned char* smem,
-                                              const Barriers<Cfg>& bar) {
+__device__ __forceinline__ void producer_item(const KernelParams& kp, const WorkItem& it, int n, unsigned char* smem,
+                                              const Barriers<Cfg>& bar, const RingPositions<Cfg::S>& pos) {
   const AttentionParams& p = kp.p;
-  const int n = it.entry_end - it.entry_begin;
-  if (n <= 0) return;  // empty row: the consumers write O = 0, LSE = -inf without waiting
   const int kv_head = it.head / (p.h_q / p.h_kv);
   TileRows<Cfg, V> cur, next;
   cur.load(p, it.entry_begin);
@@ -73,7 +75,7 @@ __device__ __forceinline__ void producer_loop(const KernelParams& kp, const Work
   for (int panel = 0; panel < Cfg::kPanels; ++panel)
     ptx::tma_load_4d(smem + Cfg::kQOffset + panel * Cfg::kQPanelBytes, &kp.q, panel * 64, it.q_start, it.head,
                      it.batch, bar.q_full);
-  PipelineState<Cfg::S> w;
+  PipelineState<Cfg::S> w = pos.ring();
   for (int j = 0; j < n; ++j, w.advance()) {
     if (j + 1 < n) next.load(p, it.entry_begin + j + 1);
     producer_acquire(bar.k_empty, bar.k_full, w.stage, w.phase, Cfg::kKvBytes);
@@ -82,6 +84,45 @@ __device__ __forceinline__ void producer_loop(const KernelParams& kp, const Work
     cur.issue(p, &kp.v, smem + Cfg::kVOffset + w.stage * Cfg::kKvBytes, kv_head, it.batch, bar.v_full + w.stage);
     cur = next;
   }
+}
+
+/// The producer's whole work for the CTA's one item `it` (one thread).
+template <class Cfg, KvVariant V>
+__device__ __forceinline__ void producer_loop(const KernelParams& kp, const WorkItem& it, unsigned char* smem,
+                                              const Barriers<Cfg>& bar) {
+  const int n = it.entry_end - it.entry_begin;
+  if (n <= 0) return;  // empty row: the consumers write O = 0, LSE = -inf without waiting
+  producer_item<Cfg, V>(kp, it, n, smem, bar, RingPositions<Cfg::S>{});
+}
+
+/// The producer's whole work in a persistent CTA (one thread; scheduler.cuh): item blockIdx.x, then one item per
+/// ticket until the list is done. Each item, the end included, is announced in the item ring once every consumer
+/// warp has released the previous item's Q; an empty item or the end arrives on the Q buffer's full barrier without
+/// loading anything.
+template <class Cfg, KvVariant V>
+__device__ __forceinline__ void producer_persistent(const KernelParams& kp, unsigned char* smem,
+                                                    const Barriers<Cfg>& bar) {
+  static_assert(Cfg::kPersistent);
+  const AttentionParams& p = kp.p;
+  volatile std::int32_t* const ring = reinterpret_cast<volatile std::int32_t*>(smem + Cfg::kItemOffset);
+  RingPositions<Cfg::S> pos;
+  for (std::int32_t i = blockIdx.x;;) {
+    const bool end = i >= p.meta.n_items;
+    const std::int32_t next = end ? i : take_ticket(p.meta.item_counters);  // used after this item's loads
+    ptx::mbarrier_wait(bar.q_empty, pos.q_phase() ^ 1u);
+    ring[pos.q_phase()] = i;
+    int n = 0;
+    if (!end) {
+      const WorkItem it = work_item(p, i);
+      n = it.entry_end - it.entry_begin;
+      if (n > 0) producer_item<Cfg, V>(kp, it, n, smem, bar, pos);
+    }
+    if (n <= 0) ptx::mbarrier_arrive(bar.q_full);
+    if (end) break;
+    pos.advance(n);
+    i = next;
+  }
+  retire_tickets(p.meta.item_counters);
 }
 
 }  // namespace tessera::kernels::wgmma

@@ -1,0 +1,57 @@
+#pragma once
+// Work items of a CTA. One CTA per item (plans without persistent CTAs): item blockIdx.x. Persistent CTAs (plans
+// `g1p` on entries with Config::kPersistent): CTA c runs item c first, then each next item is a ticket of the
+// launch's global counter (TileMetadataView::item_counters[0]) plus gridDim.x, so a CTA that finishes early takes
+// the next item of the list (the plan's longest-first order): the hardware's own order of CTAs, kept by a fixed
+// number of CTAs. Fixed striding (CTA c: items c, c + G, ...) lost up to 13 % to one CTA per item on the H200
+// (session 14: uneven rows pile up on some CTAs); a counter keeps the balance of the hardware's order.
+// The counters are zero before a launch: the allocation clears them once, and the last CTA of every launch to take
+// its final ticket clears them again (no reset launch; safe in a CUDA graph). Launches that share a metadata
+// object therefore must not overlap (they do not: one Runtime runs its calls in stream order).
+//
+// The producer thread takes the tickets and announces each item to the consumers in the item ring
+// (Config::kItemOffset, two int32 slots by item parity) before its arrival on the Q buffer's full barrier (release;
+// the consumers' wait acquires). Slot i & 1 is written again only for item i + 2, after every consumer warp released
+// the Q buffer of item i + 1, i.e. after it has finished item i, epilogue included. An index >= n_items ends the CTA.
+#include <cstdint>
+
+#include "kernels/launch.hpp"
+#include "kernels/work_item.cuh"
+
+namespace tessera::kernels::wgmma {
+
+/// The next item of a persistent CTA (producer thread): gridDim.x + a ticket. Issue it early; its round trip to L2
+/// overlaps the current item's loads until the value is used.
+__device__ __forceinline__ std::int32_t take_ticket(std::uint32_t* counters) {
+  return static_cast<std::int32_t>(gridDim.x + atomicAdd(counters, 1u));
+}
+
+/// After a persistent CTA's final ticket (producer thread): the last CTA of the launch clears the counters for the
+/// next launch. Every CTA counts itself here only after its final ticket returned, so none takes one afterwards.
+__device__ __forceinline__ void retire_tickets(std::uint32_t* counters) {
+  __threadfence();
+  if (atomicAdd(counters + 1, 1u) == gridDim.x - 1) {
+    atomicExch(counters, 0u);
+    atomicExch(counters + 1, 0u);
+  }
+}
+
+/// The item a consumer computes, read where it is needed (at the start and again in the epilogue).
+/// One CTA per item: the item itself, kept. Persistent: its slot of the item ring (read through a volatile pointer,
+/// so that no register holds the item across the mainloop; ptxas spilled it there in session 14).
+template <bool kPersist>
+struct ItemRef;
+
+template <>
+struct ItemRef<false> {
+  WorkItem it;
+  __device__ __forceinline__ WorkItem get(const AttentionParams&) const { return it; }
+};
+
+template <>
+struct ItemRef<true> {
+  const volatile std::int32_t* slot;
+  __device__ __forceinline__ WorkItem get(const AttentionParams& p) const { return work_item(p, *slot); }
+};
+
+}  // namespace tessera::kernels::wgmma
