@@ -5,7 +5,8 @@
 #     patch applied, built with only the entries matching $PATCH_ENTRIES, and bench_mma_attention --entries
 #     $PATCH_ENTRIES on both builds (the same tensors and masks), so the two kernels are compared in one run;
 #  3. with SAN_FILTER="<tool>=<gtest filter> ...": those compute-sanitizer runs side by side (SAN_SECONDS each, 75);
-#  4. with BENCH_FAMILIES=F1,F2: bench_mma_attention --no-wan --families F1,F2 on the main build (tessera_mma_bench.json);
+#  4. with BENCH_FAMILIES=F1,F2: bench_mma_attention --no-wan --families F1,F2 $BENCH_ARGS on the main build
+#     (tessera_mma_bench.json; BENCH_TIMEOUT seconds, 150);
 #  5. `tessera profile --whole-requests` until $PROFILE_END seconds after the start, in passes that widen the case
 #     choice ($PASSES: "<split> <cases per family>;..."; the profile file is resumable, so each pass adds cases),
 #     then, with CASE_PASSES (same form), the stored corpus cases (1-4 heads; every eligible plan) into
@@ -53,9 +54,9 @@ if [ -n "${SAN_FILTER:-}" ]; then
   done
 fi
 if [ -n "${BENCH_FAMILIES:-}" ]; then
-  timeout 150 $B/bench_mma_attention --no-wan --families "$BENCH_FAMILIES" --out "$OUT" --data /tmp/tessera_bench_f \
-    > "$L/bench_families.log" 2>&1
-  stamp "bench --families $BENCH_FAMILIES rc=$?"; grep -E "TFLOP|rror" "$L/bench_families.log" | cut -c1-120
+  timeout "${BENCH_TIMEOUT:-150}" $B/bench_mma_attention --no-wan --families "$BENCH_FAMILIES" --out "$OUT" \
+    --data /tmp/tessera_bench_f ${BENCH_ARGS:-} > "$L/bench_families.log" 2>&1
+  stamp "bench --families $BENCH_FAMILIES rc=$?"; grep -E "TFLOP|rror" "$L/bench_families.log" | cut -c1-120 | head -70
   rm -rf /tmp/tessera_bench_f
 fi
 # profile_pass <file> <end> <passes> [extra args...]: resumable passes until <end> (epoch seconds)
