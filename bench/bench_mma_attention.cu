@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   std::string out = ".", data = "/tmp/tessera_bench", only;
   bool wan = true;
   bool persistent = false;  // --persistent
+  bool longest_first = true;  // --persistent-order longest|natural
   std::regex entries(".*");  // --entries: time only the candidates whose catalog entry matches (e.g. "^wgmma\\.")
   int reps = 7, warmups = 2;
   for (int i = 1; i < argc; ++i) {
@@ -60,14 +61,17 @@ int main(int argc, char** argv) {
     else if (a == "--data" && i + 1 < argc) data = argv[++i];
     else if (a == "--no-wan") wan = false;
     else if (a == "--persistent") persistent = true;
+    else if (a == "--persistent-order" && i + 1 < argc) longest_first = std::string(argv[++i]) != "natural";
     else if (a == "--families" && i + 1 < argc) only = "," + std::string(argv[++i]) + ",";
     else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i])), warmups = reps >= 3 ? 2 : 0;
     else {
       std::fprintf(stderr, "bench_mma_attention: unknown or incomplete argument '%s'\n"
                            "usage: bench_mma_attention [--out DIR] [--data DIR] [--no-wan] [--entries REGEX] [--families F1,F2,...] [--reps N] [--persistent]\n"
+                           "  [--persistent-order longest|natural]\n"
                            "  --families: only these families (e.g. Q16K16,Q32K32); --reps: timed runs per candidate (7;\n"
                            "  below 3 also no warm-up runs: for profilers); --persistent: also time each candidate whose entry\n"
-                           "  runs persistent CTAs that way (label + \".p\"; work items longest first, as the runtime's g1p plans)\n",
+                           "  runs persistent CTAs that way (label + \".p\"; work items longest first, as the runtime's g1p plans,\n"
+                           "  or with --persistent-order natural in the list's own order: head by head, query tile by tile)\n",
                    a.c_str());
       return 2;
     }
@@ -206,7 +210,7 @@ int main(int argc, char** argv) {
         if (!kernels::find_compiled_entry(c.entry)) { fj["candidates"].push_back({{"plan", c.label}, {"entry", c.entry}, {"error", "not compiled"}}); continue; }
         MappingSpec spec{c.tq, c.tkv, c.packed, c.membership, 1};
         HostPlan hp = build_plan(m, g.n, g.n, f.bq, f.bkv, spec);
-        if (c.persistent)  // longest first, as launch preparation orders a persistent plan's list
+        if (c.persistent && longest_first)  // longest first, as launch preparation orders a persistent plan's list
           std::stable_sort(hp.items.begin(), hp.items.end(), [](const WorkItem& a, const WorkItem& b) {
             return a.entry_end - a.entry_begin > b.entry_end - b.entry_begin;
           });

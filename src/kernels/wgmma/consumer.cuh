@@ -131,15 +131,19 @@ __device__ __forceinline__ void write_rows(const AttentionParams& p, const WorkI
   }
 }
 
-/// Consumer side, persistent CTAs: once this warp no longer reads the Q buffer, releases it (lane 0 arrives).
-__device__ __forceinline__ void release_q(std::uint64_t* q_empty) { consumer_release(q_empty, 0); }
+/// Consumer side, persistent CTAs: once this warp no longer reads the Q buffer or the previous item's slot of the item
+/// ring, releases them. The warp converges first, so that lane 0's arrival covers every lane's reads (racecheck found
+/// the ring read of the item before unordered with the producer's next write without it, on the T_KV = 128 tiles).
+__device__ __forceinline__ void release_q(std::uint64_t* q_empty) {
+  __syncwarp();
+  consumer_release(q_empty, 0);
+}
 
 /// release_q after the warp read Q by ldmatrix (Config::kQInRegisters): the producer's next TMA write of Q is an
 /// async-proxy access after generic-proxy reads, so the proxy fence orders them, and the warp converges so that lane
 /// 0's arrival covers every lane's reads.
 __device__ __forceinline__ void release_q_after_ldmatrix(std::uint64_t* q_empty) {
   ptx::fence_proxy_async_shared();
-  __syncwarp();
   release_q(q_empty);
 }
 
