@@ -111,7 +111,8 @@ class Runtime {
   void run(const AttentionRequest& request, Stream stream, const RunOptions& options = {});
 
   /// Ids of every plan eligible for `request` in this build (profiling). Split-KV partitions 1, 2, 4 and 8,
-  /// ascending and run-major traversal.
+  /// ascending and run-major traversal; one CTA per work item (`g1`), and persistent CTAs (`g1p`, right after the same
+  /// `g1` plan) on the kernels that run them (the wgmma 64- and 128-row tiles but t64x128).
   std::vector<std::string> eligible_plans(const AttentionRequest& request) const;
   /// Id of the Direct plan (T = B, split 1) for `request`, or "" when no kernel tile equals the logical block.
   std::string direct_plan(const AttentionRequest& request) const;

@@ -330,12 +330,9 @@ TEST(MmaAttentionLaunch, RejectsBadArgumentsBeforeLaunch) {
   }
 }
 
-// Membership words (TileMetadataView::member_bytes) must be 1, 2, 4 or 8 bytes and hold the tile's query sub-blocks
-// (8 bits each): checked before any launch.
-TEST(MmaAttentionLaunch, RejectsMembershipWordsThatCannotHoldTheTile) {
-  const auto& entries = kernels::compiled_entries();
-  ASSERT_FALSE(entries.empty());
-  const CompiledEntry& e = entries.front();
+// Launch parameters that entry `e`'s validation accepts for a span launch of one token (pointers to a static dummy;
+// validation only, nothing is launched).
+kernels::AttentionParams valid_params(const CompiledEntry& e) {
   alignas(16) static std::int32_t dummy[16];
   kernels::AttentionParams p;
   p.dtype = e.dtype;
@@ -346,7 +343,17 @@ TEST(MmaAttentionLaunch, RejectsMembershipWordsThatCannotHoldTheTile) {
   p.block_q = e.tile_q;
   p.block_kv = e.tile_kv;
   p.meta.kv_tile = dummy;
-  p.meta.member = dummy;
+  return p;
+}
+
+// Membership words (TileMetadataView::member_bytes) must be 1, 2, 4 or 8 bytes and hold the tile's query sub-blocks
+// (8 bits each): checked before any launch.
+TEST(MmaAttentionLaunch, RejectsMembershipWordsThatCannotHoldTheTile) {
+  const auto& entries = kernels::compiled_entries();
+  ASSERT_FALSE(entries.empty());
+  const CompiledEntry& e = entries.front();
+  kernels::AttentionParams p = valid_params(e);
+  p.meta.member = p.meta.kv_tile;
   auto argument = [&](kernels::KvVariant v) -> std::string {
     try {
       kernels::validate_attention(e, v, p);
@@ -375,15 +382,7 @@ TEST(MmaAttentionLaunch, RejectsPersistentLaunchesWithoutItemCountersAndNegative
   alignas(16) static std::int32_t dummy[16];
   for (const CompiledEntry& e : kernels::compiled_entries()) {
     SCOPED_TRACE(std::string(e.name));
-    kernels::AttentionParams p;
-    p.dtype = e.dtype;
-    p.head_dim = e.head_dim;
-    p.q = p.k = p.v = p.o = dummy;
-    p.batch = p.n_q = p.n_kv = p.h_q = p.h_kv = 1;
-    p.scale = 1.f;
-    p.block_q = e.tile_q;
-    p.block_kv = e.tile_kv;
-    p.meta.kv_tile = dummy;
+    kernels::AttentionParams p = valid_params(e);
     auto argument = [&] {
       try {
         kernels::validate_attention(e, kernels::KvVariant::kSpan, p);
