@@ -19,10 +19,9 @@ inline DeviceBuffer upload(const std::vector<T>& v) {
   return d;
 }
 
-/// Device copy of a HostPlan plus the split-KV workspace it needs, and the item counters of persistent CTAs (cleared
-/// here; the kernels leave them zero).
+/// Device copy of a HostPlan plus the split-KV workspace it needs, and the ticket counter of persistent CTAs.
 struct DevicePlan {
-  DeviceBuffer items, kv_tile, member, gather, merge_offsets, merge_targets, o_partial, lse_partial, item_counters;
+  DeviceBuffer items, kv_tile, member, gather, merge_offsets, merge_targets, o_partial, lse_partial, item_counter;
   TileMetadataView view;
   int tile_q = 0;
   DevicePlan(const HostPlan& p, int tile_q_, int head_dim) : tile_q(tile_q_) {
@@ -44,8 +43,7 @@ struct DevicePlan {
     view.merge_offsets = view.n_merge ? merge_offsets.as<std::int32_t>() : nullptr;
     view.merge_targets = view.n_merge ? merge_targets.as<WorkItem>() : nullptr;
     view.n_partials = p.n_partials;
-    item_counters = DeviceBuffer(16);
-    TESSERA_CUDA_CHECK(cudaMemset(item_counters.data(), 0, item_counters.bytes()));
+    item_counter = DeviceBuffer(16);
     if (p.n_partials > 0) {
       o_partial = DeviceBuffer(std::size_t(p.n_partials) * tile_q * head_dim * sizeof(float));
       lse_partial = DeviceBuffer(std::size_t(p.n_partials) * tile_q * sizeof(float));
@@ -61,12 +59,14 @@ struct DevicePlan {
   /// Runs the plan with persistent CTAs (on entries that have them; others run one CTA per item either way) or not.
   void set_persistent(bool on) {
     view.persistent = on ? 1 : 0;
-    view.item_counters = on ? item_counters.as<std::uint32_t>() : nullptr;
+    view.item_counter = on ? item_counter.as<std::uint32_t>() : nullptr;
   }
-  /// The two item counters as the last launch left them (they must be zero).
-  std::vector<std::uint32_t> counters() const {
-    std::vector<std::uint32_t> c(2);
-    TESSERA_CUDA_CHECK(cudaMemcpy(c.data(), item_counters.data(), 8, cudaMemcpyDeviceToHost));
+  /// Sets the ticket counter to garbage (the launcher must clear it before a persistent launch).
+  void poison_counter() const { TESSERA_CUDA_CHECK(cudaMemset(item_counter.data(), 0xA5, 4)); }
+  /// The ticket counter as the last launch left it (a persistent launch: n_items, one ticket per item run).
+  std::uint32_t counter() const {
+    std::uint32_t c = 0;
+    TESSERA_CUDA_CHECK(cudaMemcpy(&c, item_counter.data(), 4, cudaMemcpyDeviceToHost));
     return c;
   }
   /// Points `prm` at this plan's metadata and workspace.

@@ -103,10 +103,10 @@ struct TileMetadataView {
   // time: items_per_cta is 1 in every plan the runtime enumerates.)
   std::int32_t items_per_cta = 1;
   std::int32_t persistent = 0;
-  /// Persistent CTAs' item counters (src/kernels/wgmma/scheduler.cuh): 2 words of device memory, zero before a launch
-  /// and left zero by it (the allocation clears them). Required when `persistent` != 0; launches that share them must
-  /// not overlap. Null otherwise.
-  std::uint32_t* item_counters = nullptr;
+  /// Persistent CTAs' ticket counter (src/kernels/wgmma/scheduler.cuh): one word of device memory, which the kernel
+  /// launcher clears on the launch's stream before each persistent launch and the launch leaves at n_items. Required
+  /// when `persistent` != 0; launches that share it must not overlap. Null otherwise.
+  std::uint32_t* item_counter = nullptr;
   // Tile rows (kernels read entry ranges from the work items, or from these for implicit items):
   //  - compact CSR (tile_row_ends null): entries of tile row t are tile_row_offsets[t] .. tile_row_offsets[t + 1);
   //  - row-aligned (tile_row_ends set; device metadata of the linear-order GPU builders, docs/plans.md): entries of

@@ -78,7 +78,7 @@ TileMetadataView DeviceTileMetadata::view() const noexcept {
   v.block_kv = block_kv;
   v.items_per_cta = items_per_cta;
   v.persistent = persistent;
-  v.item_counters = persistent ? item_counters.as<std::uint32_t>() : nullptr;
+  v.item_counter = persistent ? item_counter.as<std::uint32_t>() : nullptr;
   v.tile_row_offsets = row_offsets_ptr;
   v.tile_row_ends = row_aligned ? tile_row_ends.as<const std::int32_t>() : nullptr;
   v.n_tile_rows = static_cast<std::int32_t>(params.tile_rows());
@@ -125,10 +125,7 @@ void enqueue_prepare_plan_gpu(const Plan& plan, const DeviceMaskState& mask, con
     grow(out.order, bd.items * 4);
     grow(out.order_alt, bd.items * 4);
     grow(out.items_alt, bd.items * static_cast<std::int64_t>(sizeof(WorkItem)));
-    if (out.item_counters.bytes() == 0) {  // cleared once; every persistent launch leaves them zero (scheduler.cuh)
-      grow(out.item_counters, 8);
-      TESSERA_CUDA_CHECK(cudaMemsetAsync(out.item_counters.data(), 0, out.item_counters.bytes(), s));
-    }
+    grow(out.item_counter, 4);  // the launcher clears it before each persistent launch (scheduler.cuh)
   }
   std::size_t cub_bytes = prep::work_items_cub_temp_bytes(plan.org.persistent ? bd.items : 0);
   if (!zero_copy && !prep::tile_rows_single_pass_fits(p))  // the two-pass builder scans the row counts

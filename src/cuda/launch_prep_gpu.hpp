@@ -27,9 +27,9 @@ struct DeviceTileMetadata {
   // Decoupled look-back state of the single-pass builders (statuses + counters): zeroed when allocated, and every
   // builder launch leaves it zero again.
   DeviceBuffer lookback;
-  // Persistent CTAs' item counters (TileMetadataView::item_counters): allocated and cleared by the first persistent
-  // preparation; the kernels leave them zero.
-  DeviceBuffer item_counters;
+  // Persistent CTAs' ticket counter (TileMetadataView::item_counter): allocated by the first persistent
+  // preparation; the kernel launcher clears it before each persistent launch.
+  DeviceBuffer item_counter;
   const std::int32_t* row_offsets_ptr = nullptr;  ///< tile_row_offsets actually used (own buffer or the mask's)
   const std::int32_t* kv_tile_ptr = nullptr;      ///< kv_tile actually used (own buffer, the mask's, or null)
   /// Whether the tile rows are row-aligned (tile_row_ends written; set by enqueue_prepare_plan_gpu from

@@ -39,7 +39,12 @@ inline int resident_ctas_once(const void* fn, int threads, std::size_t smem_byte
   int per_sm = 0, sms = 0;
   TESSERA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, smem_bytes));
   TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  const int c = per_sm * sms > 0 ? per_sm * sms : 1;
+  if (per_sm * sms <= 0)  // the kernel cannot be resident at all: no launch could run it either
+    throw Error(ErrorCode::kCudaError, "kernel",
+                "the occupancy calculator fits no CTA of this kernel (" + std::to_string(smem_bytes) +
+                    " bytes of shared memory, " + std::to_string(threads) + " threads) on device " +
+                    std::to_string(dev));
+  const int c = per_sm * sms;
   if (dev < 64) cache[dev].store(c, std::memory_order_relaxed);
   return c;
 }

@@ -123,10 +123,10 @@ void validate_attention(const CompiledEntry& e, KvVariant variant, const Attenti
   if (p.meta.n_partials > 0 && (p.o_partial == nullptr || p.lse_partial == nullptr))
     bad("workspace", "split-KV items need o_partial and lse_partial");
   if (p.meta.persistent != 0 && e.persistent_ctas) {
-    if (p.meta.item_counters == nullptr)
-      bad("meta.item_counters", "null: persistent CTAs take their items from these counters");
-    if (reinterpret_cast<std::uintptr_t>(p.meta.item_counters) % 4 != 0)
-      bad("meta.item_counters", "pointer must be 4-byte aligned");
+    if (p.meta.item_counter == nullptr)
+      bad("meta.item_counter", "null: persistent CTAs take their items from this counter");
+    if (reinterpret_cast<std::uintptr_t>(p.meta.item_counter) % 4 != 0)
+      bad("meta.item_counter", "pointer must be 4-byte aligned");
   }
 }
 

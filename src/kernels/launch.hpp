@@ -48,7 +48,7 @@ struct AttentionParams {
   float* lse_partial = nullptr;
   /// Persistent CTAs (meta.persistent on an entry that has them: the wgmma family's 64- and 128-row tiles, see
   /// CompiledEntry::persistent_ctas): the most CTAs to launch; 0: as many as are resident on the GPU at once
-  /// (occupancy x SMs). Each CTA runs item blockIdx.x, then takes further items from meta.item_counters. Kernels that
+  /// (occupancy x SMs). Each CTA runs item blockIdx.x, then takes further items from meta.item_counter. Kernels that
   /// run one CTA per item ignore it. Tests set it small so that every CTA runs several items.
   std::int32_t max_ctas = 0;
 };

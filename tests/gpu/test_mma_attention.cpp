@@ -131,10 +131,11 @@ struct Launch {
 };
 
 /// The launches every case runs on entry `e`: one CTA per item; on entries with persistent CTAs also persistent with
-/// 2 CTAs (each runs many items, its producer a whole item ahead of its consumers) and with as many as fit.
+/// 2 and 3 CTAs (each runs many items, its producer an item ahead of its consumers; 3 does not divide the item counts)
+/// and with as many as fit (usually more than the cases' items: the launcher's occupancy path).
 std::vector<Launch> launches_for(const CompiledEntry& e) {
   if (!e.persistent_ctas) return {Launch{}};
-  return {Launch{}, Launch{true, 2}, Launch{true, 0}};
+  return {Launch{}, Launch{true, 2}, Launch{true, 3}, Launch{true, 0}};
 }
 
 /// Runs one case on `entry` (each of `launches`, outputs and partials poisoned before each) and checks O and LSE
@@ -173,16 +174,15 @@ void check_case(const CompiledEntry& e, const Case& c, std::uint64_t seed, const
     TESSERA_CUDA_CHECK(cudaMemcpy(dO.data(), o.bytes.data(), o.bytes.size(), cudaMemcpyHostToDevice));
     TESSERA_CUDA_CHECK(cudaMemcpy(dl.data(), lse.bytes.data(), lse.bytes.size(), cudaMemcpyHostToDevice));
     dp.poison_partials();
+    dp.poison_counter();
     dp.set_persistent(l.persistent);
     prm.max_ctas = l.max_ctas;
     run_plan(std::string(e.name), c.spec.packed, c.spec.membership, dp, prm);
     TESSERA_CUDA_CHECK(cudaDeviceSynchronize());
     TESSERA_CUDA_CHECK(cudaMemcpy(o.bytes.data(), dO.data(), o.bytes.size(), cudaMemcpyDeviceToHost));
     TESSERA_CUDA_CHECK(cudaMemcpy(lse.bytes.data(), dl.data(), lse.bytes.size(), cudaMemcpyDeviceToHost));
-    if (l.persistent) {  // the last CTA cleared them for the next launch (scheduler.cuh)
-      const std::vector<std::uint32_t> cnt = dp.counters();
-      EXPECT_EQ(cnt[0], 0u) << "ticket counter left set";
-      EXPECT_EQ(cnt[1], 0u) << "retirement counter left set";
+    if (l.persistent) {  // cleared by the launcher, then one ticket per item run (scheduler.cuh)
+      EXPECT_EQ(dp.counter(), plan.items.size()) << "tickets taken";
     }
     check_outputs(e, c, o, lse, o_ref, lse_ref);
   }
@@ -376,9 +376,9 @@ TEST(MmaAttentionLaunch, RejectsMembershipWordsThatCannotHoldTheTile) {
   }
 }
 
-// Persistent launches need the item counters, and max_ctas cannot be negative: checked before any launch. Entries
-// that run one CTA per item ignore both the plan's persistence and the counters.
-TEST(MmaAttentionLaunch, RejectsPersistentLaunchesWithoutItemCountersAndNegativeMaxCtas) {
+// Persistent launches need the ticket counter, and max_ctas cannot be negative: checked before any launch. Entries
+// that run one CTA per item ignore both the plan's persistence and the counter.
+TEST(MmaAttentionLaunch, RejectsPersistentLaunchesWithoutItemCounterAndNegativeMaxCtas) {
   alignas(16) static std::int32_t dummy[16];
   for (const CompiledEntry& e : kernels::compiled_entries()) {
     SCOPED_TRACE(std::string(e.name));
@@ -396,10 +396,10 @@ TEST(MmaAttentionLaunch, RejectsPersistentLaunchesWithoutItemCountersAndNegative
     EXPECT_EQ(argument(), "max_ctas");
     p.max_ctas = 0;
     p.meta.persistent = 1;
-    EXPECT_EQ(argument(), e.persistent_ctas ? "meta.item_counters" : "");
-    p.meta.item_counters = reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(dummy) + 2);
-    EXPECT_EQ(argument(), e.persistent_ctas ? "meta.item_counters" : "");
-    p.meta.item_counters = reinterpret_cast<std::uint32_t*>(dummy);
+    EXPECT_EQ(argument(), e.persistent_ctas ? "meta.item_counter" : "");
+    p.meta.item_counter = reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(dummy) + 2);
+    EXPECT_EQ(argument(), e.persistent_ctas ? "meta.item_counter" : "");
+    p.meta.item_counter = reinterpret_cast<std::uint32_t*>(dummy);
     EXPECT_EQ(argument(), "");
   }
 }

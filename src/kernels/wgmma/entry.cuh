@@ -52,6 +52,9 @@ void launch_variant(const AttentionParams& p, Stream stream) {
     grid = std::min(grid, p.max_ctas > 0 ? p.max_ctas
                                          : resident_ctas_once(reinterpret_cast<const void*>(fn), Cfg::kThreads,
                                                               Cfg::kSmemBytes, resident));
+    // The ticket counter starts at zero on this stream, whatever an earlier launch left (scheduler.cuh).
+    TESSERA_CUDA_CHECK(
+        cudaMemsetAsync(p.meta.item_counter, 0, sizeof(std::uint32_t), static_cast<cudaStream_t>(stream)));
   }
   fn<<<grid, Cfg::kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(kp);
   TESSERA_CUDA_CHECK_LAUNCH();

@@ -68,8 +68,8 @@ struct RingPositions {
   }
   /// The parity of the Q buffer's next use, and the item ring's slot of the next item.
   __device__ __forceinline__ std::uint32_t q_phase() const { return static_cast<std::uint32_t>(items) & 1u; }
-  /// Steps past an item of n entries.
-  __device__ __forceinline__ void advance(int n) { ++items, entries += n; }
+  /// Steps past an item of n entries (n <= 0: an empty item).
+  __device__ __forceinline__ void advance(int n) { ++items, entries += n > 0 ? n : 0; }
 };
 
 /// Producer side: waits until stage st of a ring is free (the consumers released its previous use; a fresh

@@ -98,7 +98,9 @@ __device__ __forceinline__ void producer_loop(const KernelParams& kp, const Work
 /// The producer's whole work in a persistent CTA (one thread; scheduler.cuh): item blockIdx.x, then one item per
 /// ticket until the list is done. Each item, the end included, is announced in the item ring once every consumer
 /// warp has released the previous item's Q; an empty item or the end arrives on the Q buffer's full barrier without
-/// loading anything.
+/// loading anything. The next ticket is taken once the item's loads are issued (the consumers then still have about
+/// S tiles of it to compute, which hide the ticket's round trip), so a CTA claims an item only when it is ready to
+/// load it: claimed early, items would wait behind the current one while another CTA runs dry at the end.
 template <class Cfg, KvVariant V>
 __device__ __forceinline__ void producer_persistent(const KernelParams& kp, unsigned char* smem,
                                                     const Barriers<Cfg>& bar) {
@@ -106,9 +108,8 @@ __device__ __forceinline__ void producer_persistent(const KernelParams& kp, unsi
   const AttentionParams& p = kp.p;
   volatile std::int32_t* const ring = reinterpret_cast<volatile std::int32_t*>(smem + Cfg::kItemOffset);
   RingPositions<Cfg::S> pos;
-  for (std::int32_t i = blockIdx.x;;) {
+  for (std::int32_t i = blockIdx.x;; i = take_ticket(p.meta.item_counter)) {
     const bool end = i >= p.meta.n_items;
-    const std::int32_t next = end ? i : take_ticket(p.meta.item_counters);  // used after this item's loads
     ptx::mbarrier_wait(bar.q_empty, pos.q_phase() ^ 1u);
     ring[pos.q_phase()] = i;
     int n = 0;
@@ -120,9 +121,7 @@ __device__ __forceinline__ void producer_persistent(const KernelParams& kp, unsi
     if (n <= 0) ptx::mbarrier_arrive(bar.q_full);
     if (end) break;
     pos.advance(n);
-    i = next;
   }
-  retire_tickets(p.meta.item_counters);
 }
 
 }  // namespace tessera::kernels::wgmma

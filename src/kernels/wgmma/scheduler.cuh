@@ -1,13 +1,14 @@
 #pragma once
 // Work items of a CTA. One CTA per item (plans without persistent CTAs): item blockIdx.x. Persistent CTAs (plans
 // `g1p` on entries with Config::kPersistent): CTA c runs item c first, then each next item is a ticket of the
-// launch's global counter (TileMetadataView::item_counters[0]) plus gridDim.x, so a CTA that finishes early takes
+// launch's global counter (TileMetadataView::item_counter[0]) plus gridDim.x, so a CTA that finishes early takes
 // the next item of the list (the plan's longest-first order): the hardware's own order of CTAs, kept by a fixed
 // number of CTAs. Fixed striding (CTA c: items c, c + G, ...) lost up to 13 % to one CTA per item on the H200
 // (session 14: uneven rows pile up on some CTAs); a counter keeps the balance of the hardware's order.
-// The counters are zero before a launch: the allocation clears them once, and the last CTA of every launch to take
-// its final ticket clears them again (no reset launch; safe in a CUDA graph). Launches that share a metadata
-// object therefore must not overlap (they do not: one Runtime runs its calls in stream order).
+// The launcher clears the counter on the launch's stream before each persistent launch (an 8-byte memset: whatever
+// an earlier launch left, e.g. one that overlapped another on the same counter, cannot carry over). Every item run
+// is followed by one ticket, so a launch leaves the counter at exactly n_items (the tests check it). Launches that
+// share a counter must not overlap (one Runtime's calls are ordered by the caller, runtime.hpp).
 //
 // The producer thread takes the tickets and announces each item to the consumers in the item ring
 // (Config::kItemOffset, two int32 slots by item parity) before its arrival on the Q buffer's full barrier (release;
@@ -20,20 +21,9 @@
 
 namespace tessera::kernels::wgmma {
 
-/// The next item of a persistent CTA (producer thread): gridDim.x + a ticket. Issue it early; its round trip to L2
-/// overlaps the current item's loads until the value is used.
-__device__ __forceinline__ std::int32_t take_ticket(std::uint32_t* counters) {
-  return static_cast<std::int32_t>(gridDim.x + atomicAdd(counters, 1u));
-}
-
-/// After a persistent CTA's final ticket (producer thread): the last CTA of the launch clears the counters for the
-/// next launch. Every CTA counts itself here only after its final ticket returned, so none takes one afterwards.
-__device__ __forceinline__ void retire_tickets(std::uint32_t* counters) {
-  __threadfence();
-  if (atomicAdd(counters + 1, 1u) == gridDim.x - 1) {
-    atomicExch(counters, 0u);
-    atomicExch(counters + 1, 0u);
-  }
+/// The next item of a persistent CTA (producer thread): gridDim.x + a ticket (>= n_items: the CTA is done).
+__device__ __forceinline__ std::int32_t take_ticket(std::uint32_t* counter) {
+  return static_cast<std::int32_t>(gridDim.x + atomicAdd(counter, 1u));
 }
 
 /// The item a consumer computes, read where it is needed (at the start and again in the epilogue).
