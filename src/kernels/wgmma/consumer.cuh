@@ -136,6 +136,7 @@ __device__ __forceinline__ void write_rows(const AttentionParams& p, const WorkI
 /// the ring read of the item before unordered with the producer's next write without it, on the T_KV = 128 tiles).
 __device__ __forceinline__ void release_q(std::uint64_t* q_empty) {
   __syncwarp();
+  __threadfence_block();  // the arrive releases too; the fence makes it explicit (racecheck: bench/NOTES.md, session 15)
   consumer_release(q_empty, 0);
 }
 
