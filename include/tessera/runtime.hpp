@@ -87,8 +87,9 @@ struct DispatchInfo {
 };
 
 /// The runtime. One per device and thread; not thread-safe. Buffers grow to the largest request and are reused (launch
-/// metadata is sized for the largest mask seen), so calls on different streams must be ordered by the caller: a call
-/// may reuse buffers that the previous call's work on another stream still reads.
+/// metadata is sized for the largest mask seen; plans with persistent CTAs share one ticket counter), so calls on
+/// different streams must be ordered by the caller: a call may reuse buffers that the previous call's work on another
+/// stream still reads or writes.
 class Runtime {
  public:
   /// Binds to the current CUDA device and loads its plan table (embedded, or RuntimeOptions::plan_table_path).
