@@ -118,8 +118,9 @@ void add_inspect_command(CLI::App& app) {
     } catch (const std::regex_error& e) {
       throw Error(ErrorCode::kInvalidArgument, "--filter", fmt::format("'{}' is not a valid regex: {}", *filter, e.what()));
     }
-    fmt::print("{:<34} {:<6} {:<5} {:>4} {:>9} {:>5} {:>6} {:>8}  {:<26} {}\n", "name", "family", "dtype", "D",
-               "T_QxT_KV", "warps", "stages", "smem(B)", "architectures", "example plan id (Direct, B = T)");
+    fmt::print("{:<34} {:<6} {:<5} {:>4} {:>9} {:>5} {:>6} {:>8}  {:<26} {:<7} {}\n", "name", "family", "dtype", "D",
+               "T_QxT_KV", "warps", "stages", "smem(B)", "architectures", "persist",
+               "example plan id (Direct, B = T)");
     int shown = 0;
     for (const CatalogEntry& e : catalog()) {
       if (!std::regex_search(std::string(e.name), re)) continue;
@@ -129,15 +130,16 @@ void add_inspect_command(CLI::App& app) {
         for (Arch a : archs) ok = ok || arch_name(a) == **arch;
         if (!ok) continue;
       }
-      fmt::print("{:<34} {:<6} {:<5} {:>4} {:>9} {:>5} {:>6} {:>8}  {:<26} {}\n", e.name, family_name(e.family),
+      fmt::print("{:<34} {:<6} {:<5} {:>4} {:>9} {:>5} {:>6} {:>8}  {:<26} {:<7} {}\n", e.name, family_name(e.family),
                  dtype_name(e.dtype), e.head_dim, fmt::format("{}x{}", e.tile_q, e.tile_kv), e.warps, e.stages,
-                 e.smem_bytes, archs_text(archs), example_plan_id(e));
+                 e.smem_bytes, archs_text(archs), e.persistent_ctas ? "yes" : "-", example_plan_id(e));
       ++shown;
     }
     fmt::print("{} of {} entries\n", shown, catalog().size());
     fmt::print("architectures: the family's targets whose opt-in shared memory per CTA fits smem (99 KB on sm86, "
                "sm89, sm120; 163 KB on sm80; 227 KB on sm90a)\n'-': no plan id can name the entry (a plan's stages "
-               "are 1..4)\n");
+               "are 1..4)\npersist: 'yes' = runs plans with persistent CTAs (g1p) as such; other entries run one CTA per "
+               "work item whatever the plan\n");
     fmt::print("names above are kernels; `tessera inspect plan` takes a plan id: {}\n(docs/plans.md; the last "
                "column is one plan id per entry)\n", kPlanIdForm);
   });
@@ -163,6 +165,11 @@ void add_inspect_command(CLI::App& app) {
     fmt::print("kv          B_KV = {}: {}\n", p.block_kv, mapping_text(p.kv, p.block_kv));
     fmt::print("tile        {} x {}\n", p.tile_q(), p.tile_kv());
     fmt::print("grouping    {} query tile(s) per CTA{}\n", p.org.group, p.org.persistent ? ", persistent CTAs (longest first)" : "");
+    if (p.org.persistent) {
+      const CatalogEntry* pe = find_plan_entry(p);
+      if (pe && !pe->persistent_ctas)
+        fmt::print("            (this kernel runs one CTA per work item: persistence only orders the list)\n");
+    }
     fmt::print("traversal   {}\nsplit-KV    {}\nstages      {}\nwarps       {}\n", traversal_name(p.org.traversal),
                p.org.split, p.org.stages, p.warps);
     fmt::print("tile rows   {}\n", tile_row_layout_text(p));
