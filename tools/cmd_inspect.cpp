@@ -132,13 +132,13 @@ void add_inspect_command(CLI::App& app) {
       }
       fmt::print("{:<34} {:<6} {:<5} {:>4} {:>9} {:>5} {:>6} {:>8}  {:<26} {:<7} {}\n", e.name, family_name(e.family),
                  dtype_name(e.dtype), e.head_dim, fmt::format("{}x{}", e.tile_q, e.tile_kv), e.warps, e.stages,
-                 e.smem_bytes, archs_text(archs), e.persistent_ctas ? "yes" : "-", example_plan_id(e));
+                 e.smem_bytes, archs_text(archs), e.persistent_ctas ? "yes" : "no", example_plan_id(e));
       ++shown;
     }
     fmt::print("{} of {} entries\n", shown, catalog().size());
     fmt::print("architectures: the family's targets whose opt-in shared memory per CTA fits smem (99 KB on sm86, "
                "sm89, sm120; 163 KB on sm80; 227 KB on sm90a)\n'-': no plan id can name the entry (a plan's stages "
-               "are 1..4)\npersist: 'yes' = runs plans with persistent CTAs (g1p) as such; other entries run one CTA per "
+               "are 1..4)\npersist: 'yes' = runs plans with persistent CTAs (g1p) as such; 'no' = runs one CTA per "
                "work item whatever the plan\n");
     fmt::print("names above are kernels; `tessera inspect plan` takes a plan id: {}\n(docs/plans.md; the last "
                "column is one plan id per entry)\n", kPlanIdForm);
