@@ -77,7 +77,7 @@ void add_masks_command(CLI::App& app) {
   static std::string sta_table;
   gen->add_option("--out", out, "Output directory")->required();
   gen->add_option("--seed", seed, "Seed of every synthetic case (default 0)");
-  gen->add_option("--families", fams, "Families to generate (default: all)");
+  gen->add_option("--families", fams, "Families to generate, space- or comma-separated (default: all)")->delimiter(',');
   gen->add_flag("--small", small, "Scaled-down corpus (CI)");
   gen->add_option("--threads", threads, "Worker threads, 1..1024 (default: all cores; never more than the cases)")
       ->check(CLI::Range(1, 1024))

@@ -168,7 +168,8 @@ void add_profile_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("profile", "Profile every eligible plan on corpus cases or mask files (GPU); writes JSON lines");
   auto a = std::make_shared<ProfileArgs>();
   cmd->add_option("--out", a->out, "Profile records (JSON lines; appended, resumable)");
-  auto* families = cmd->add_option("--families", a->families, "Families (default: all)");
+  auto* families =
+      cmd->add_option("--families", a->families, "Families, space- or comma-separated (default: all)")->delimiter(',');
   cmd->add_option("--splits", a->splits, "Corpus splits to profile (profiling, evaluation); with --masks, the files' splits");
   auto* per_split =
       cmd->add_option("--cases-per-split", a->cases_per_split, "Cases per family and split")->check(CLI::Range(1, 100000));

@@ -342,7 +342,8 @@ void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "The main job: run corpus cases through the runtime (embedded default when "
                                         "no option is given) and report per family");
   auto a = std::make_shared<RunArgs>();
-  cmd->add_option("--families", a->families, "Families to run (default: all, STA-real included)");
+  cmd->add_option("--families", a->families, "Families to run, space- or comma-separated (default: all, STA-real included)")
+      ->delimiter(',');
   cmd->add_option("--cases-per-family", a->cases_per_family, "Evaluation-split cases per family")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--json", a->json_path, "Where to write the JSON report");
@@ -352,7 +353,9 @@ void add_run_command(CLI::App& app) {
   auto seed_text = std::make_shared<std::string>("1");
   cmd->add_option("--seed", *seed_text, "Seed of the random Q/K/V (0 .. 2^64 - 1)");
   auto* cpf = cmd->get_option("--cases-per-family");
-  cmd->callback([a, cpf, seed_text] {
+  auto* no_regret = cmd->get_option("--no-regret");
+  auto* no_check = cmd->get_option("--no-check");
+  cmd->callback([a, cpf, no_regret, no_check, seed_text] {
     a->seed = parse_seed(*seed_text, "--seed");
     // Arguments checked before anything is printed or run: family names (unknown or repeated -> error, from
     // corpus::selected_families), and the --json directory.
@@ -371,6 +374,9 @@ void add_run_command(CLI::App& app) {
       if (cpf->count() > 0 && a->cases_per_family != 1)
         fmt::print("tessera run: the CPU default runs one evaluation-split case per family; --cases-per-family {} "
                    "applies to the GPU path only\n", a->cases_per_family);
+      if (no_regret->count() > 0 || no_check->count() > 0)
+        fmt::print("tessera run: --no-regret and --no-check apply to the GPU path only (the CPU default times no "
+                   "candidates and always compares with the float64 reference)\n");
       rc = run_cpu_default(a->families, a->json_path, a->seed);
     }
     if (rc != 0) throw CLI::RuntimeError(rc);

@@ -242,6 +242,11 @@ def run_command(tessera, work):
     rc, so, se = run(tessera, "run", "--cpu", "--families", "Q16K16", "--cases-per-family", "3", "--json", j)
     check(rc == 0 and "one evaluation-split case per family" in so and os.path.exists(j), "run --cpu cases note",
           so + se)
+    rc, so, se = run(tessera, "run", "--cpu", "--families", "Q16K16,Q32K16", "--no-check", "--json", j)
+    check(rc == 0 and "2 case(s)" in so and "apply to the GPU path only" in so, "run --families A,B and the --no-check note",
+          so + se)
+    rc, so, se = run(tessera, "run", "--cpu", "--families", "Q16K16,Q16K16", "--json", j)
+    check(rc != 0 and "more than once" in se and so == "", "run --families X,X rejected", so + se)
 
 
 def mask_files(tessera, work):
