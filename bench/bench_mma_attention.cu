@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/launch_prep_rules.hpp"
 #include "cuda/check.cuh"
 #include "kernel_plan_builder.hpp"
 #include "kernel_runner.hpp"
@@ -210,9 +211,9 @@ int main(int argc, char** argv) {
         if (!kernels::find_compiled_entry(c.entry)) { fj["candidates"].push_back({{"plan", c.label}, {"entry", c.entry}, {"error", "not compiled"}}); continue; }
         MappingSpec spec{c.tq, c.tkv, c.packed, c.membership, 1};
         HostPlan hp = build_plan(m, g.n, g.n, f.bq, f.bkv, spec);
-        if (c.persistent && longest_first)  // longest first, as launch preparation orders a persistent plan's list
+        if (c.persistent && longest_first)  // launch preparation's order of a persistent plan's list (its sort key)
           std::stable_sort(hp.items.begin(), hp.items.end(), [](const WorkItem& a, const WorkItem& b) {
-            return a.entry_end - a.entry_begin > b.entry_end - b.entry_begin;
+            return prep::persistent_key(a) < prep::persistent_key(b);
           });
         active_pairs = hp.active_pairs;
         DevicePlan dp(hp, c.tq, g.d);
