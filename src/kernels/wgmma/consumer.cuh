@@ -132,11 +132,12 @@ __device__ __forceinline__ void write_rows(const AttentionParams& p, const WorkI
 }
 
 /// Consumer side, persistent CTAs: once this warp no longer reads the Q buffer or the previous item's slot of the item
-/// ring, releases them. The warp converges first, so that lane 0's arrival covers every lane's reads (racecheck found
-/// the ring read of the item before unordered with the producer's next write without it, on the T_KV = 128 tiles).
+/// ring, releases them. The warp converges first, so that lane 0's arrival covers every lane's reads, and a CTA fence
+/// makes the release explicit (the arrive releases too). racecheck reported the ring read against the producer's next
+/// write on the T_KV = 128 tiles with the converged warp alone; the fence is not yet run (bench/NOTES.md, session 15).
 __device__ __forceinline__ void release_q(std::uint64_t* q_empty) {
   __syncwarp();
-  __threadfence_block();  // the arrive releases too; the fence makes it explicit (racecheck: bench/NOTES.md, session 15)
+  __threadfence_block();
   consumer_release(q_empty, 0);
 }
 
