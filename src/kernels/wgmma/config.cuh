@@ -16,7 +16,7 @@
 // at once; CTA c runs item c first, then takes the next item of the launch's work list (longest first) from a global
 // ticket counter (scheduler.cuh), so CTAs that finish early take more items. The producer announces each item to the
 // consumers in the item ring (two slots, by item parity) with the Q buffer's full barrier, and loads the next item's
-// Q and first K and V tiles while the consumers finish the current one (a q_empty barrier: every consumer warp has
+// Q and first K and V tiles while the consumers finish the current one (a q_empty barrier: every consumer thread has
 // released the Q buffer). An item's start (launch, barrier set-up, the latency of its first loads) then no longer
 // idles its SM.
 //

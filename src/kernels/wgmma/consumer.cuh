@@ -131,19 +131,17 @@ __device__ __forceinline__ void write_rows(const AttentionParams& p, const WorkI
   }
 }
 
-/// Consumer side, persistent CTAs: once this warp no longer reads the Q buffer or the previous item's slot of the item
-/// ring, releases them. The warp converges first, so that lane 0's arrival covers every lane's reads, and a CTA fence
-/// makes the release explicit (the arrive releases too). racecheck reported the ring read against the producer's next
-/// write on the T_KV = 128 tiles with the converged warp alone; the fence is not yet run (bench/NOTES.md, session 15).
-__device__ __forceinline__ void release_q(std::uint64_t* q_empty) {
-  __syncwarp();
-  __threadfence_block();
-  consumer_release(q_empty, 0);
-}
+/// Consumer side, persistent CTAs: once this thread no longer reads the Q buffer or the previous item's slot of the
+/// item ring, releases them. Every consumer thread arrives (Barriers::init counts kConsumers x 128 arrivals on
+/// q_empty), so that each thread's own reads are ordered before its own arrival (release semantics) and the
+/// producer's wait (acquire) before its next write. Session 15 released by lane 0 of each converged warp, with and
+/// without a CTA fence: correct under the PTX memory model, but racecheck reported the other lanes' ring reads
+/// against the producer's next write on the T_KV = 128 tiles (bench/NOTES.md, sessions 15 and 16). 128 arrivals per
+/// warpgroup and item cost nothing measurable next to an item's tiles.
+__device__ __forceinline__ void release_q(std::uint64_t* q_empty) { ptx::mbarrier_arrive(q_empty); }
 
-/// release_q after the warp read Q by ldmatrix (Config::kQInRegisters): the producer's next TMA write of Q is an
-/// async-proxy access after generic-proxy reads, so the proxy fence orders them, and the warp converges so that lane
-/// 0's arrival covers every lane's reads.
+/// release_q after the thread read Q by ldmatrix (Config::kQInRegisters): the producer's next TMA write of Q is an
+/// async-proxy access after generic-proxy reads, so the proxy fence orders them first.
 __device__ __forceinline__ void release_q_after_ldmatrix(std::uint64_t* q_empty) {
   ptx::fence_proxy_async_shared();
   release_q(q_empty);

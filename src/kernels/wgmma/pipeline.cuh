@@ -24,7 +24,7 @@ struct PipelineState {
 template <class Cfg>
 struct Barriers {
   std::uint64_t* q_full;   // [1]: Q has landed (persistent CTAs: and the item ring names the item)
-  std::uint64_t* q_empty;  // [1], Cfg::kPersistent only: every consumer warp is done with Q
+  std::uint64_t* q_empty;  // [1], Cfg::kPersistent only: every consumer thread is done with Q
   std::uint64_t* k_full;   // [S]
   std::uint64_t* k_empty;  // [S]
   std::uint64_t* v_full;   // [S]
@@ -39,11 +39,11 @@ struct Barriers {
     v_full = k_empty + Cfg::S;
     v_empty = v_full + Cfg::S;
   }
-  /// One thread: full barriers wait for one arrival (the producer's, with its transaction bytes), empty barriers for
-  /// every consumer warp.
+  /// One thread: full barriers wait for one arrival (the producer's, with its transaction bytes), the stages' empty
+  /// barriers for every consumer warp, q_empty for every consumer thread (consumer.cuh, release_q).
   __device__ __forceinline__ void init() const {
     ptx::mbarrier_init(q_full, 1);
-    if constexpr (Cfg::kPersistent) ptx::mbarrier_init(q_empty, Cfg::kConsumerWarps);
+    if constexpr (Cfg::kPersistent) ptx::mbarrier_init(q_empty, Cfg::kConsumers * 128);
     for (int s = 0; s < Cfg::S; ++s) {
       ptx::mbarrier_init(k_full + s, 1);
       ptx::mbarrier_init(v_full + s, 1);

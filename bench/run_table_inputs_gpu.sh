@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# One device call that re-profiles inputs of the embedded sm90a table after a plan or kernel change (session 16: the
+# `g1p` plans, which the older records lack), with the kernel checks of that change on the same build:
+#  1. build (gpu preset, every entry) while bench/generic_masks.py writes the generic masks;
+#  2. the kernel tests (tessera_tests_gpu --gtest_filter=$TESTS, default every PTX wrapper and every wgmma entry);
+#  3. with SAN_FILTER (a gtest filter): racecheck and synccheck side by side on those tests (SAN_TIMEOUT, 100 s);
+#  4. with NCU_FAMILIES=F1,...: Nsight Compute on the first NCU_LAUNCHES (4) attention kernels of bench_mma_attention
+#     over those families and the entries NCU_ENTRIES -> $OUT/ncu_details.csv (bench/ncu_summary.py reads it);
+#  5. `tessera profile --masks` on the generic masks, plans matching $PLANS (default '\.wgmma\.') plus each mask's default
+#     and Direct plans, until GENERIC_END seconds after the start -> $OUT/profile_generic.jsonl.gz;
+#  6. `tessera profile` on the stored corpus cases of FAMILIES (space-separated) in CASE_PASSES ("<split> <cases per
+#     family>;...", resumable, each pass adds cases), same plans, until PROFILE_END -> $OUT/profile_cases.jsonl.gz.
+# bench/merge_profile_records.py then puts the new records after the older ones (a re-profiled case replaces its old
+# records whole, so no case mixes two runs' timings), and `tessera compile-table` recompiles (docs/selection.md).
+# Usage on the GPU machine: OUT=... [TESTS=...] [SAN_FILTER=...] [NCU_FAMILIES=... NCU_ENTRIES=...] [PLANS=...]
+#   [GENERIC_END=300] [FAMILIES="..."] [CASE_PASSES="..."] [PROFILE_END=580] bench/run_table_inputs_gpu.sh
+# Carry [".deps", ".revision"] (or .deps/root and .deps/python/nanobind*).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/out}"; L="$OUT/logs"; mkdir -p "$L"
+T0=$(date +%s); stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+export LD_LIBRARY_PATH="$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+T=build/gpu/tests/tessera_tests_gpu
+B=build/gpu/bin
+PLANS="${PLANS:-\.wgmma\.}"
+M=/tmp/generic_masks
+python3 bench/generic_masks.py --out "$M" > "$L/generic_masks.log" 2>&1 &
+GEN=$!
+OUT="$L" scripts/gpu_check.sh -j 16 -R '^none$' > "$L/gpu_check.log" 2>&1
+stamp "build rc=$? ($(grep 'gpu build' "$L/gpu_check.log"))"; grep -E "rror" "$L/gpu_check.log" | head -5
+timeout 200 "$T" --gtest_filter="${TESTS:-PtxSm90*:*MmaAttention*wgmma*}" > "$L/kernel_tests.log" 2>&1
+stamp "kernel tests rc=$?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$L/kernel_tests.log" | tr '\n' ' ')"
+grep -E '^\[  FAILED  \]' "$L/kernel_tests.log" | head -10
+if [ -n "${SAN_FILTER:-}" ]; then
+  for tool in racecheck synccheck; do
+    ( timeout "${SAN_TIMEOUT:-100}" compute-sanitizer --tool $tool --error-exitcode 9 "$T" --gtest_filter="$SAN_FILTER" \
+        > "$L/san_$tool.log" 2>&1; echo "rc=$?" >> "$L/san_$tool.log" ) &
+  done
+  wait $(jobs -p | grep -v "^$GEN$")
+  for tool in racecheck synccheck; do
+    stamp "$tool $(tail -1 "$L/san_$tool.log"): $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$L/san_$tool.log" | tail -1)"
+    grep -E "Race reported" "$L/san_$tool.log" | sort | uniq -c | head -5 | cut -c1-200
+  done
+fi
+if [ -n "${NCU_FAMILIES:-}" ]; then  # where the named kernels' cycles go
+  timeout 120 ncu --clock-control none --kernel-name regex:attention_kernel --launch-count "${NCU_LAUNCHES:-4}" \
+    --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    --section WarpStateStats --section SchedulerStats --section Occupancy --csv --page raw \
+    $B/bench_mma_attention --families "$NCU_FAMILIES" --entries "${NCU_ENTRIES:-^wgmma\.bf16\.d128\.t64x64\.}" \
+    --reps 1 --out /tmp/tessera_ncu --data /tmp/tessera_ncu_data > "$OUT/ncu_details.csv" 2> "$L/ncu.err"
+  stamp "ncu rc=$? ($(grep -c '^"' "$OUT/ncu_details.csv") csv lines)"; rm -rf /tmp/tessera_ncu_data
+  python3 bench/ncu_summary.py "$OUT/ncu_details.csv" > "$L/ncu_summary.txt" 2>&1 && cut -c1-400 "$L/ncu_summary.txt" | head -8
+fi
+wait $GEN; stamp "generic masks rc=$? ($(ls "$M" | wc -l) files)"
+PG="$OUT/profile_generic.jsonl"
+left=$(( T0 + ${GENERIC_END:-300} - $(date +%s) ))
+if [ "$left" -gt 15 ]; then
+  timeout "$left" $B/tessera profile --masks "$M" --out "$PG" --reps 3 --splits profiling evaluation --plans "$PLANS" \
+    > "$L/profile_generic.log" 2>&1
+  stamp "profile --masks rc=$? ($(cat "$PG" 2>/dev/null | wc -l) records)"
+fi
+PC="$OUT/profile_cases.jsonl"
+IFS=';' read -ra passes <<< "${CASE_PASSES:-}"
+for pass in "${passes[@]}"; do
+  read -r split n <<< "$pass"
+  left=$(( T0 + ${PROFILE_END:-580} - $(date +%s) )); [ "$left" -le 15 ] && break
+  timeout "$left" $B/tessera profile --out "$PC" --reps 3 --splits "$split" --cases-per-split "$n" \
+    ${FAMILIES:+--families $FAMILIES} --plans "$PLANS" >> "$L/profile_cases.log" 2>&1
+  stamp "profile cases --splits $split --cases-per-split $n rc=$? ($(cat "$PC" 2>/dev/null | wc -l) records)"
+done
+grep -h -c invalid "$L"/profile_*.log 2>/dev/null
+for f in "$PG" "$PC"; do [ -f "$f" ] && gzip -f "$f"; done
+tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$L"
