@@ -2,14 +2,16 @@
 # One device call that re-profiles inputs of the embedded sm90a table after a plan or kernel change (session 16: the
 # `g1p` plans, which the older records lack), with the kernel checks of that change on the same build:
 #  1. build (gpu preset, every entry) while bench/generic_masks.py writes the generic masks;
-#  2. the kernel tests (tessera_tests_gpu --gtest_filter=$TESTS, default every PTX wrapper and every wgmma entry);
+#  2. the kernel tests (tessera_tests_gpu --gtest_filter=$TESTS, default every PTX wrapper and every wgmma entry;
+#     TESTS=none skips them);
 #  3. with SAN_FILTER (a gtest filter): racecheck and synccheck side by side on those tests (SAN_TIMEOUT, 100 s);
 #  4. with NCU_FAMILIES=F1,...: Nsight Compute on the first NCU_LAUNCHES (4) attention kernels of bench_mma_attention
 #     over those families and the entries NCU_ENTRIES -> $OUT/ncu_details.csv (bench/ncu_summary.py reads it);
 #  5. `tessera profile --masks` on the generic masks, plans matching $PLANS (default '\.wgmma\.') plus each mask's default
 #     and Direct plans, until GENERIC_END seconds after the start -> $OUT/profile_generic.jsonl.gz;
 #  6. `tessera profile` on the stored corpus cases of FAMILIES (space-separated) in CASE_PASSES ("<split> <cases per
-#     family>;...", resumable, each pass adds cases), same plans, until PROFILE_END -> $OUT/profile_cases.jsonl.gz.
+#     family>;...", resumable, each pass adds cases), same plans, until PROFILE_END -> $OUT/profile_cases.jsonl.gz;
+#     RESUME_CASES=<.jsonl.gz> seeds that file with an earlier call's records, whose cases are then not profiled again.
 # bench/merge_profile_records.py then puts the new records after the older ones (a re-profiled case replaces its old
 # records whole, so no case mixes two runs' timings), and `tessera compile-table` recompiles (docs/selection.md).
 # Usage on the GPU machine: OUT=... [TESTS=...] [SAN_FILTER=...] [NCU_FAMILIES=... NCU_ENTRIES=...] [PLANS=...]
@@ -28,9 +30,11 @@ python3 bench/generic_masks.py --out "$M" > "$L/generic_masks.log" 2>&1 &
 GEN=$!
 OUT="$L" scripts/gpu_check.sh -j 16 -R '^none$' > "$L/gpu_check.log" 2>&1
 stamp "build rc=$? ($(grep 'gpu build' "$L/gpu_check.log"))"; grep -E "rror" "$L/gpu_check.log" | head -5
-timeout 200 "$T" --gtest_filter="${TESTS:-PtxSm90*:*MmaAttention*wgmma*}" > "$L/kernel_tests.log" 2>&1
-stamp "kernel tests rc=$?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$L/kernel_tests.log" | tr '\n' ' ')"
-grep -E '^\[  FAILED  \]' "$L/kernel_tests.log" | head -10
+if [ "${TESTS:-}" != none ]; then
+  timeout 200 "$T" --gtest_filter="${TESTS:-PtxSm90*:*MmaAttention*wgmma*}" > "$L/kernel_tests.log" 2>&1
+  stamp "kernel tests rc=$?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$L/kernel_tests.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \]' "$L/kernel_tests.log" | head -10
+fi
 if [ -n "${SAN_FILTER:-}" ]; then
   for tool in racecheck synccheck; do
     ( timeout "${SAN_TIMEOUT:-100}" compute-sanitizer --tool $tool --error-exitcode 9 "$T" --gtest_filter="$SAN_FILTER" \
@@ -60,6 +64,7 @@ if [ "$left" -gt 15 ]; then
   stamp "profile --masks rc=$? ($(cat "$PG" 2>/dev/null | wc -l) records)"
 fi
 PC="$OUT/profile_cases.jsonl"
+[ -n "${RESUME_CASES:-}" ] && gunzip -c "$RESUME_CASES" > "$PC"
 IFS=';' read -ra passes <<< "${CASE_PASSES:-}"
 for pass in "${passes[@]}"; do
   read -r split n <<< "$pass"
