@@ -234,9 +234,11 @@ def markdown(doc: Dict[str, Any], charts: Sequence[str] = (), md_dir: str = ".",
         L.append("")
     L.append("## Effective TF/s per workload (kernel)")
     L.append("")
+    L.append("Revision: the Tessera revision the row was measured at (merged runs can differ per row).")
+    L.append("")
     L.append("| workload | N | heads | B_Q x B_KV | density | " + " | ".join(SYSTEM_LABELS[s] for s in schema.SYSTEMS)
-             + " |")
-    L.append("|---|---|---|---|---|" + "---|" * len(schema.SYSTEMS))
+             + " | revision |")
+    L.append("|---|---|---|---|---|" + "---|" * len(schema.SYSTEMS) + "---|")
     for n in names:
         w = wl.get(n, {})
         cells = []
@@ -246,8 +248,9 @@ def markdown(doc: Dict[str, Any], charts: Sequence[str] = (), md_dir: str = ".",
             cells.append(_f(v, 1) if v is not None else ("n/a" if r and "error" in r else "-"))
         geo = f"{w.get('block_q', '?')}x{w.get('block_kv', '?')}" if w.get("block_q") else "-"
         dens = _f(w.get("density"), 3) if w.get("density") is not None else "-"
+        rev = (rb.get((n, "tessera")) or {}).get("revision") or "-"
         L.append(f"| {n} | {w.get('n') or '-'} | {w.get('heads') or '-'} | {geo} | {dens} | " + " | ".join(cells)
-                 + " |")
+                 + f" | {rev[:7]} |")
     L.append("")
     L.append("## Tessera's speedup per workload (peer ms / Tessera ms)")
     L.append("")
