@@ -11,9 +11,11 @@ and the tree split on seq_len, so a scattered mask at N = 32,768 got the c2 plan
   each row's target blocks plus independent random blocks;
 - topk: top round(density * n_kvb) kv blocks per query block of a score field -|c_i - j| / w_h + 0.5 z (the
   VSA-like recipe of the scoreboard's Wan2.1 workload, generalised to B_Q != B_KV; w_h in tokens = 64 (5 + 40 u_h)).
-Seeds are 1000 + (family, recipe, request), never the scoreboard's (100 + family, 1). Per (family, recipe): two
-profiling requests (N = 16,384 x 12 heads and N = 45,056 x 24 heads) and one evaluation request (N = 32,768 x 16
-heads, the scoreboard's geometry with other draws); density: the family's target times 0.8 / 1.2 / 1.0.
+Seeds are 1000 + (family, recipe, request), never the scoreboard's (100 + family, 1). Per (family, recipe): four
+profiling requests (N = 16,384 x 12 heads, 45,056 x 24, and since session 16 32,768 x 16 and 24,576 x 40, so that
+full grids of balanced masks are not outnumbered by the corpus's whole requests in the leaves that serve them) and one
+evaluation request (N = 32,768 x 16 heads, the scoreboard's geometry with other draws); density: the family's target
+times 0.8 / 1.2 / 1.0 / 0.9 / 1.1 (in the order of REQUESTS, whose indices name the files and the cases).
 
 Usage: bench/generic_masks.py --out DIR [--families Q128K64,...]   |   bench/generic_masks.py --list [--families ...]
 Files: DIR/<family>__<recipe>__r<k>.safetensors (the corpus mask-file format, kind "synthetic").
@@ -33,7 +35,8 @@ from peers.workloads import FAMILIES, band_random, n_blocks  # noqa: E402
 
 RECIPES = ("band_random", "topk")
 # (split, N, heads, density factor) per request index
-REQUESTS = (("profiling", 16384, 12, 0.8), ("profiling", 45056, 24, 1.2), ("evaluation", 32768, 16, 1.0))
+REQUESTS = (("profiling", 16384, 12, 0.8), ("profiling", 45056, 24, 1.2), ("evaluation", 32768, 16, 1.0),
+            ("profiling", 32768, 16, 0.9), ("profiling", 24576, 40, 1.1))
 
 
 def topk_field(heads: int, n_qb: int, n_kvb: int, bq: int, bkv: int, density: float,
