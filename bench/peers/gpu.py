@@ -41,28 +41,50 @@ class Timer:
         self.sync()
         return (time.perf_counter() - t0) * 1e3, out
 
+    def _timed(self, fn: Callable[[], object]) -> float:
+        """ms of one call after the L2 flush: CUDA events (host clock on a CPU device)."""
+        self.flush()
+        if self.cuda:
+            s = torch.cuda.Event(enable_timing=True)
+            e = torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            e.synchronize()
+            return s.elapsed_time(e)
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e3
+
     def kernel_ms(self, fn: Callable[[], object], warm: Optional[int] = None, reps: Optional[int] = None) -> float:
         warm = self.warm if warm is None else warm
         reps = self.reps if reps is None else reps
         for _ in range(warm):
             fn()
         self.sync()
-        ts: List[float] = []
-        for _ in range(reps):
-            self.flush()
-            if self.cuda:
-                s = torch.cuda.Event(enable_timing=True)
-                e = torch.cuda.Event(enable_timing=True)
-                s.record()
-                fn()
-                e.record()
-                e.synchronize()
-                ts.append(s.elapsed_time(e))
-            else:
-                t0 = time.perf_counter()
-                fn()
-                ts.append((time.perf_counter() - t0) * 1e3)
-        return median(ts)
+        return median([self._timed(fn) for _ in range(reps)])
+
+    def interleaved_ms(self, fns: Sequence[Callable[[], object]], rounds: int,
+                       primes: Optional[Sequence[Optional[Callable[[], object]]]] = None) -> List[float]:
+        """Kernel ms of several callables measured in alternation: one warm-up call each, then `rounds` rounds that
+        time every callable once (flushed, as kernel_ms) in an order rotated by one place per round, so that drift
+        within the run (clocks, temperature) falls on every callable alike; the median per callable, in fns' order.
+        primes[i], when given, is called untimed before each timed call of fns[i] (before the flush): e.g. to restore
+        a cache that another callable's calls evicted."""
+        primes = list(primes) if primes is not None else [None] * len(fns)
+        if len(primes) != len(fns):
+            raise ValueError(f"primes: {len(primes)} entries for {len(fns)} callables")
+        for fn in fns:
+            fn()
+        self.sync()
+        ts: List[List[float]] = [[] for _ in fns]
+        for r in range(rounds):
+            for j in range(len(fns)):
+                i = (j + r) % len(fns)
+                if primes[i] is not None:
+                    primes[i]()
+                ts[i].append(self._timed(fns[i]))
+        return [median(t) for t in ts]
 
     def host_ms(self, fn: Callable[[], object], warm: Optional[int] = None, reps: Optional[int] = None) -> float:
         warm = self.req_warm if warm is None else warm

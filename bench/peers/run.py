@@ -56,6 +56,10 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
                     "FlashInfer form only, a shorter Tessera plan sweep, 3 request repetitions")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--reps", type=int, default=10, help="timed kernel repetitions (>= 10)")
+    ap.add_argument("--interleave-rounds", type=int, default=10,
+                    help="after every system ran on a workload, time their kernels again in this many alternating "
+                         "rounds (order rotated each round) and report those medians as kernel_ms (the first "
+                         "measurement stays as kernel_ms_alone); 0 = off (default 10)")
     ap.add_argument("--request-reps", type=int, default=None, help="timed requests (default 5, --quick 3)")
     ap.add_argument("--sweep-seconds", type=float, default=None, help="Tessera plan sweep per workload "
                     "(default 20 s, --quick 8 s)")
@@ -100,6 +104,8 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
         ap.error("--reps: the protocol needs at least 10 timed repetitions")
     if a.corpus_requests < 1:
         ap.error("--corpus-requests: must be >= 1")
+    if a.interleave_rounds < 0:
+        ap.error("--interleave-rounds: must be >= 0 (0 = off)")
     a.corpus_families = [f.strip() for f in a.corpus_families.split(",") if f.strip()]
     for f in a.corpus_families:
         if f not in CORPUS_FAMILIES:
@@ -292,6 +298,11 @@ def _measure(run: Run, a: argparse.Namespace) -> None:
     ref_desc = None
     run.doc["protocol"] = {
         **timer.describe(),
+        **({"kernel_ms": f"interleaved: after every system ran on a workload, its kernel is timed again in "
+                         f"{a.interleave_rounds} rounds that time each system once (L2 flushed, CUDA events) in an "
+                         f"order rotated every round; kernel_ms = the median over the rounds (Tessera rows re-prime "
+                         f"their exact-repeat cache untimed before each); kernel_ms_alone = "
+                         f"{timer.describe()['kernel_ms']}"} if a.interleave_rounds > 0 else {}),
         "first_call_ms": "one synchronised call on the workload's first use: Flex = torch.compile + run of the "
                          "chosen configuration; FlashInfer = new wrapper + conversion + plan() + run() (its module "
                          "JIT-compiled or loaded beforehand, timed as jit_ms); Tessera = the first request with "
@@ -309,7 +320,8 @@ def _measure(run: Run, a: argparse.Namespace) -> None:
         "cudnn": "SDPA with SDPBackend.CUDNN_ATTENTION only, dense workload only",
         "inputs": "q, k, v ~ N(0, 1) bf16 from torch.Generator(device).manual_seed(qkv_seed), [H, N, D]; per-head "
                   "masks from numpy PCG64(mask_seed) (bench/peers/workloads.py)",
-        "settings": f"quick={a.quick}, warmup={a.warmup}, reps={a.reps}, request_reps={a.request_reps}, "
+        "settings": f"quick={a.quick}, warmup={a.warmup}, reps={a.reps}, interleave_rounds={a.interleave_rounds}, "
+                    f"request_reps={a.request_reps}, "
                     f"sweep_seconds={a.sweep_seconds}, sweep_max_plans={a.sweep_max_plans}, "
                     f"flex_candidates={a.flex_candidates}, fi_forms={','.join(a.fi_forms)}, budget={a.seconds:.0f}s",
     }
@@ -390,6 +402,7 @@ def _measure(run: Run, a: argparse.Namespace) -> None:
         print(f"[{time.monotonic() - T0:6.1f} s] {w.name}: N={w.n} H={w.heads} B={w.block_q}x{w.block_kv} "
               f"density {stats['density']:.4f}, {stats['active_pairs']:.3e} pairs (prepared in "
               f"{time.monotonic() - t_prep:.1f} s)", flush=True)
+        fns: Dict[str, Any] = {}  # system -> (kernel callable, prime callable or None), for interleave()
         for s in ORDER:
             if s not in want:
                 continue
@@ -428,12 +441,39 @@ def _measure(run: Run, a: argparse.Namespace) -> None:
                                      wall_s=round(time.monotonic() - t_row, 1))
                 if cuda:
                     torch.cuda.synchronize()
+            fn, prime = r.pop("_kernel_fn", None), r.pop("_prime_fn", None)
+            if fn is not None and not r.get("error"):
+                fns[s] = (fn, prime)
             run.put(r)
             if cuda:
                 torch.cuda.empty_cache()
-        del case, mask, ref
+        if a.interleave_rounds > 0 and len(fns) >= 2:
+            interleave(run, w, stats, timer, fns, a.interleave_rounds)
+        del case, mask, ref, fns
         if cuda:
             torch.cuda.empty_cache()
+
+
+def interleave(run: Run, w: Workload, stats: Dict[str, Any], timer, fns: Dict[str, Any], rounds: int) -> None:
+    """Times the workload's measured kernels again in alternation (gpu.Timer.interleaved_ms): a system measured alone
+    a minute after another can see other clocks or temperatures, and single medians of the same plan moved by up to
+    10 % within one run (bench/NOTES.md, session 16). The rows keep their first measurement as kernel_ms_alone and get
+    the interleaved median as kernel_ms (and tflops from it). Skipped, with a note, when the budget cannot cover it."""
+    from peers.metrics import tflops
+    systems = list(fns)
+    rows = [run.rows[(w.name, s)] for s in systems]
+    est_s = 1e-3 * rounds * sum(2 * r["kernel_ms"] + 0.5 for r in rows) + 2
+    if run.left() < est_s + 5:
+        for r in rows:
+            r["note"] = "; ".join(x for x in (r.get("note"), "not interleaved (time budget)") if x)
+        run.write()
+        return
+    ms = timer.interleaved_ms([fns[s][0] for s in systems], rounds, primes=[fns[s][1] for s in systems])
+    for r, m in zip(rows, ms):
+        r["kernel_ms_alone"] = r["kernel_ms"]
+        r["kernel_ms"] = m
+        r["tflops"] = tflops(stats["active_pairs"], w.head_dim, m)
+        run.put(r)
 
 
 if __name__ == "__main__":

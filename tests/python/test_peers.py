@@ -583,3 +583,64 @@ def test_ablation_masks_are_new_draws_and_bad_arguments_are_refused(tmp_path):
     for bad in (["--families", "Q64K64,Q9"], ["--requests", "0"], ["--seconds", "0"]):
         with pytest.raises(SystemExit):
             AB.parse_args(["--out", str(tmp_path)] + bad)
+
+
+# ------------------------------------------------------------------------------------------------ interleaved timing
+def test_interleaved_ms_rotates_the_order_and_primes_before_each_timed_call():
+    torch = pytest.importorskip("torch")
+    from peers import gpu
+
+    log = []
+    fns = [lambda i=i: log.append(("call", i)) for i in range(3)]
+    primes = [None, lambda: log.append(("prime", 1)), None]
+    t = gpu.Timer(torch.device("cpu"))
+    ms = t.interleaved_ms(fns, rounds=3, primes=primes)
+    assert len(ms) == 3 and all(m >= 0 for m in ms)
+    assert log[:3] == [("call", 0), ("call", 1), ("call", 2)]  # one warm-up call each
+    rounds = log[3:]
+    order = [i for kind, i in rounds if kind == "call"]
+    assert order == [0, 1, 2, 1, 2, 0, 2, 0, 1]  # rotated by one place per round
+    for k, entry in enumerate(rounds):  # callable 1 is primed right before each of its timed calls
+        if entry == ("call", 1):
+            assert rounds[k - 1] == ("prime", 1)
+    assert rounds.count(("prime", 1)) == 3
+    with pytest.raises(ValueError, match="primes"):
+        t.interleaved_ms(fns, rounds=1, primes=[None])
+
+
+def test_interleave_replaces_kernel_ms_keeps_the_first_and_respects_the_budget(tmp_path, monkeypatch):
+    from peers import corpus_requests, run
+
+    monkeypatch.setattr(corpus_requests, "find_tessera_bin", lambda repo, explicit=None: None)
+    a = run.parse(["--out", str(tmp_path), "--workloads", "Q64K64", "--systems", "tessera,flex", "--revision", "r1"])
+    assert a.interleave_rounds == 10
+    with pytest.raises(SystemExit):
+        run.parse(["--out", str(tmp_path), "--interleave-rounds", "-1"])
+    r = run.Run(a)
+    w = r.workloads[0]
+    stats = {"active_pairs": 1_000_000_000}
+    for s, ms in (("tessera", 2.0), ("flex", 4.0)):
+        r.put(schema.row(w.name, s, kernel_ms=ms, tflops=metrics.tflops(stats["active_pairs"], w.head_dim, ms),
+                         plan="sm90a.wgmma.x" if s == "tessera" else None))
+
+    class StubTimer:
+        def __init__(self):
+            self.calls = []
+
+        def interleaved_ms(self, fns, rounds, primes=None):
+            self.calls.append((len(fns), rounds, [p is not None for p in primes]))
+            return [2.2, 3.9]
+
+    tm = StubTimer()
+    fns = {"tessera": (lambda: None, lambda: None), "flex": (lambda: None, None)}
+    run.interleave(r, w, stats, tm, fns, 10)
+    assert tm.calls == [(2, 10, [True, False])]
+    rows = schema.rows_by(json.loads((tmp_path / "latest.json").read_text()))
+    t, f = rows[(w.name, "tessera")], rows[(w.name, "flex")]
+    assert (t["kernel_ms"], t["kernel_ms_alone"]) == (2.2, 2.0) and (f["kernel_ms"], f["kernel_ms_alone"]) == (3.9, 4.0)
+    assert t["tflops"] == pytest.approx(metrics.tflops(stats["active_pairs"], w.head_dim, 2.2))
+    assert schema.validate(json.loads((tmp_path / "latest.json").read_text())) == []
+    r.deadline = 0.0  # no budget left: the rows stay as measured, with a note
+    run.interleave(r, w, stats, tm, fns, 10)
+    assert len(tm.calls) == 1
+    assert "not interleaved (time budget)" in r.rows[(w.name, "flex")]["note"]
