@@ -32,11 +32,15 @@ FAMILIES="${FAMILIES:-Q64K64-HD,Q64K64,Q64K64-DD,Q64K32,Q128K64,Q128K128,Dense,W
 SMALL_ENTRIES="${SMALL_ENTRIES:-.}"
 if [ -n "${SMALL_SIDES:-}" ]; then : "${SMALL_FAMILIES:?SMALL_SIDES needs SMALL_FAMILIES}"; fi
 
-# side_tree <name> <patch> <kernel filter>: a patched copy of the tree, bench_mma_attention only (run in background)
+# side_tree <name> <patch> <kernel filter>: a patched copy of the tree, bench_mma_attention only (run in background).
+# A patch written R:<file> is applied in reverse (git apply -R): the side is then the tree before a change that the
+# main tree already carries, e.g. SIDES="before=R:bench/next/x.patch" after `git apply bench/next/x.patch` here.
 side_tree() {
-  local P=/tmp/tessera_$1 patch; patch="$(realpath "$2")"; rm -rf "$P"; mkdir -p "$P"
+  local P=/tmp/tessera_$1 patch rev=(); patch="$2"
+  if [ "${patch#R:}" != "$patch" ]; then patch="${patch#R:}"; rev=(-R); fi
+  patch="$(realpath "$patch")"; rm -rf "$P"; mkdir -p "$P"
   tar cf - --exclude=./build --exclude=./.whl --exclude=./.git . | tar xf - -C "$P"
-  (cd "$P" && git apply "$patch" && cmake --preset gpu -G Ninja -DCMAKE_PREFIX_PATH="$DEPS" \
+  (cd "$P" && git apply "${rev[@]}" "$patch" && cmake --preset gpu -G Ninja -DCMAKE_PREFIX_PATH="$DEPS" \
      -DTESSERA_KERNEL_FILTER="$3" -DCMAKE_CUDA_COMPILER="$NVCC" -DTESSERA_BUILD_PYTHON=OFF &&
    cmake --build --preset gpu -j 6 --target bench_mma_attention) > "$L/build_$1.log" 2>&1
   echo "rc=$?" >> "$L/build_$1.log"
