@@ -4,14 +4,23 @@
 # its older records whole), with `tessera compile-table --min-leaf 4`. CPU only, seconds.
 # Usage: [TESSERA=build/ci/bin/tessera] [LOGS=dir] bench/compile_embedded_table.sh [extra record files...]
 #   extra files are appended after the listed ones (e.g. a profile just taken, before it is listed).
-# Writes the table, and in $LOGS (default /tmp/tessera_table) compile_table.log and eval_report.csv.
+# Writes the table, and in $LOGS (default /tmp/tessera_table) merge.log, compile_table.log and eval_report.csv.
+# On any failure: a message naming the step (and its log's last lines) on stderr, exit status non-zero, the table
+# untouched (compile-table writes it only on success) and no merged file left behind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TESSERA="${TESSERA:-build/ci/bin/tessera}"
 LOGS="${LOGS:-/tmp/tessera_table}"; mkdir -p "$LOGS"
+fail() { echo "compile_embedded_table: $1" >&2; [ -f "${2:-}" ] && tail -3 "$2" | sed 's/^/  /' >&2; exit 1; }
+[ -x "$TESSERA" ] || fail "TESSERA=$TESSERA is not an executable (build the ci preset, or set TESSERA)"
 mapfile -t inputs < <(grep -v -E '^\s*(#|$)' src/core/plan_tables/sm90a.inputs)
-python3 bench/merge_profile_records.py "$LOGS/all.jsonl" "${inputs[@]}" "$@" 2> "$LOGS/merge.log"
+for f in "${inputs[@]}" "$@"; do [ -f "$f" ] || fail "record file $f does not exist"; done
+rm -f "$LOGS/compile_table.log" "$LOGS/eval_report.csv"  # no stale logs of an earlier run
+trap 'rm -f "$LOGS/all.jsonl"' EXIT
+python3 bench/merge_profile_records.py "$LOGS/all.jsonl" "${inputs[@]}" "$@" 2> "$LOGS/merge.log" ||
+  fail "merging the record files failed ($LOGS/merge.log):" "$LOGS/merge.log"
 "$TESSERA" compile-table --in "$LOGS/all.jsonl" --out src/core/plan_tables/sm90a.json --gpu-name "NVIDIA H200" \
-  --min-leaf 4 --eval-report "$LOGS/eval_report.csv" > "$LOGS/compile_table.log" 2>&1
-rm -f "$LOGS/all.jsonl"
+  --min-leaf 4 --eval-report "$LOGS/eval_report.csv" > "$LOGS/compile_table.log" 2>&1 ||
+  fail "tessera compile-table failed ($LOGS/compile_table.log; line numbers count the merged records, in the order of merge.log):" \
+    "$LOGS/compile_table.log"
 tail -3 "$LOGS/compile_table.log"

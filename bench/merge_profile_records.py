@@ -14,8 +14,17 @@ files = sys.argv[2:]
 recs = []
 for f in files:
     op = gzip.open if f.endswith('.gz') else open
+    rs = []
     with op(f, 'rt') as fh:
-        rs = [json.loads(l) for l in fh if l.strip()]
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+                r['case']
+            except (ValueError, KeyError, TypeError) as ex:
+                sys.exit(f"merge_profile_records: {f} line {n}: not a profile record ({type(ex).__name__}: {ex})")
+            rs.append(r)
     new_cases = {r['case'] for r in rs}
     before = len(recs)
     recs = [r for r in recs if r['case'] not in new_cases]

@@ -21,6 +21,7 @@
 #include "core/row_builder_choice.hpp"
 #include "cuda/launch_prep_kernels.cuh"
 #include "tessera/error.hpp"
+#include "tessera/version.hpp"
 
 namespace tessera::tools {
 
@@ -159,8 +160,9 @@ void add_inspect_command(CLI::App& app) {
       throw;
     }
     fmt::print("plan        {}\n", plan_id(p));
-    fmt::print("arch        {}\nfamily      {} (built for {})\ndtype       {}\nhead_dim    {}\n", arch_name(p.arch),
-               family_name(p.family), archs_text(family_architectures(p.family)), dtype_name(p.dtype), p.head_dim);
+    fmt::print("arch        {}\nfamily      {} (targets {}; this binary's kernels: {})\ndtype       {}\nhead_dim    {}\n",
+               arch_name(p.arch), family_name(p.family), archs_text(family_architectures(p.family)),
+               built_cuda_architectures(), dtype_name(p.dtype), p.head_dim);
     fmt::print("query       B_Q = {}: {}\n", p.block_q, mapping_text(p.q, p.block_q));
     fmt::print("kv          B_KV = {}: {}\n", p.block_kv, mapping_text(p.kv, p.block_kv));
     fmt::print("tile        {} x {}\n", p.tile_q(), p.tile_kv());

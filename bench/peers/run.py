@@ -106,6 +106,22 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
         ap.error("--corpus-requests: must be >= 1")
     if a.interleave_rounds < 0:
         ap.error("--interleave-rounds: must be >= 0 (0 = off)")
+    for name, value, ok, want in (
+            ("--seconds", a.seconds, a.seconds > 0, "> 0"),
+            ("--request-reps", a.request_reps, a.request_reps >= 1, ">= 1"),
+            ("--warmup", a.warmup, a.warmup >= 0, ">= 0"),
+            ("--sweep-seconds", a.sweep_seconds, a.sweep_seconds >= 0, ">= 0"),
+            ("--sweep-max-plans", a.sweep_max_plans, a.sweep_max_plans >= 0, ">= 0 (0 = every eligible plan)"),
+            ("--flex-candidates", a.flex_candidates, a.flex_candidates >= 1, ">= 1"),
+            ("--fi-jit-timeout", a.fi_jit_timeout, a.fi_jit_timeout > 0, "> 0"),
+            ("--scale", a.scale, 0 < a.scale <= 1, "in (0, 1]")):
+        if not ok:
+            ap.error(f"{name}: must be {want}, got {value}")
+    if a.device not in ("cuda", "cpu"):
+        ap.error(f"--device: 'cuda' (the scoreboard) or 'cpu' (a smoke run), got {a.device!r}")
+    for f in a.fi_forms:
+        if f not in ("fold", "variable", "cake", "auto"):
+            ap.error(f"--fi-forms: unknown form {f!r} (known: fold, variable, cake, auto)")
     a.corpus_families = [f.strip() for f in a.corpus_families.split(",") if f.strip()]
     for f in a.corpus_families:
         if f not in CORPUS_FAMILIES:
@@ -242,8 +258,18 @@ class Run:
 
 def main(argv: Optional[List[str]] = None) -> int:
     a = parse(argv)
+    if a.device == "cuda":  # before anything is written: a run without its GPU must not replace earlier results
+        import torch
+        if not torch.cuda.is_available():
+            print("peers: error: --device cuda: no CUDA device visible (use --device cpu for a smoke run); nothing "
+                  "written", file=sys.stderr)
+            return 1
     signal.signal(signal.SIGTERM, _on_signal)
-    run = Run(a)
+    try:
+        run = Run(a)
+    except ValueError as ex:  # e.g. --workloads naming no workload (select); raised before the skeleton is written
+        print(f"peers: error: {ex}", file=sys.stderr)
+        return 2
     print(f"peers: {len(run.workloads)} workloads x {len(a.systems)} systems, budget {a.seconds:.0f} s, "
           f"output {run.path}", flush=True)
     try:

@@ -644,3 +644,19 @@ def test_interleave_replaces_kernel_ms_keeps_the_first_and_respects_the_budget(t
     run.interleave(r, w, stats, tm, fns, 10)
     assert len(tm.calls) == 1
     assert "not interleaved (time budget)" in r.rows[(w.name, "flex")]["note"]
+
+
+def test_run_refuses_bad_numbers_and_writes_nothing_without_its_gpu(tmp_path, monkeypatch, capsys):
+    from peers import run
+
+    for bad in (["--seconds", "0"], ["--request-reps", "-2"], ["--warmup", "-1"], ["--sweep-seconds", "-1"],
+                ["--sweep-max-plans", "-1"], ["--flex-candidates", "-1"], ["--fi-jit-timeout", "0"],
+                ["--scale", "0"], ["--scale", "2"], ["--device", "tpu"], ["--fi-forms", "bogus"]):
+        with pytest.raises(SystemExit):
+            run.parse(["--out", str(tmp_path)] + bad)
+        assert bad[0] in capsys.readouterr().err
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "peers"
+    assert run.main(["--out", str(out), "--workloads", "Q16K16"]) == 1
+    assert "no CUDA device" in capsys.readouterr().err and not out.exists()
