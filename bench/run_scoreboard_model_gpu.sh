@@ -11,7 +11,7 @@ OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT/build"
 T0=$(date +%s); stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 . scripts/peer_site.sh
 peer_site scoreboard "$OUT/build/pip.log"
-timeout -k 10 240 python3 bench/model/run.py --flashinfer-jit-only --fi-jit-timeout 230 > "$OUT/build/fi_jit.log" 2>&1 &
+fi_jit_start "$OUT/build/fi_jit.log"
 JIT=$!
 # CHECK_ARGS: ctest arguments for the build step (default: no tests; "-L gpu" runs the GPU suite on the same build).
 OUT="$OUT/build" scripts/gpu_check.sh ${CHECK_ARGS:--R ^none\$} > "$OUT/build/gpu_check.log" 2>&1

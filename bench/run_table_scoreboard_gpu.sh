@@ -17,7 +17,7 @@ OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT/table"
 T0=$(date +%s); stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 . scripts/peer_site.sh
 peer_site table "$OUT/table/pip.log"
-timeout -k 10 240 python3 bench/model/run.py --flashinfer-jit-only --fi-jit-timeout 230 > "$OUT/table/fi_jit.log" 2>&1 &
+fi_jit_start "$OUT/table/fi_jit.log"
 OUT="$OUT" TESTS=none GENERIC_END="${GENERIC_END:-0}" PROFILE_END="${PROFILE_END:-220}" bench/run_table_inputs_gpu.sh
 new=()  # this call's records, after the listed inputs and EXTRA_INPUTS
 for f in "$OUT/profile_generic.jsonl.gz" "$OUT/profile_cases.jsonl.gz"; do [ -f "$f" ] && new+=("$f"); done

@@ -42,7 +42,7 @@ python3 -c "import diffusers, flashinfer; print('diffusers', diffusers.__version
 stamp "wheels"
 
 # 2. FlashInfer's JIT build in the background (bounded), while Tessera builds.
-timeout -k 10 300 python3 bench/model/run.py --flashinfer-jit-only --fi-jit-timeout 280 > "$LOGS/fi_jit.log" 2>&1 &
+fi_jit_start "$LOGS/fi_jit.log" 300 280
 JIT_PID=$!
 
 # 3. Tessera's Python module (the gpu preset's build tree).

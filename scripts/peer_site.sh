@@ -24,3 +24,12 @@ peer_site() {
   export PATH="$CUDA_HOME/bin:$PATH"
   mkdir -p "$FLASHINFER_WORKSPACE_BASE"
 }
+
+# FlashInfer's JIT build of the scoreboard's module in the background, bounded (after peer_site): the module lands in
+# $FLASHINFER_WORKSPACE_BASE, so the peers or the model loop that follow load it instead of building it. The caller
+# waits on $! (the background job this starts). Usage: fi_jit_start LOG [BOUND_S (240)] [JIT_TIMEOUT_S (BOUND_S - 10)]
+fi_jit_start() {
+  local log="$1" bound="${2:-240}"
+  timeout -k 10 "$bound" python3 bench/model/run.py --flashinfer-jit-only --fi-jit-timeout "${3:-$((bound - 10))}" \
+    > "$log" 2>&1 &
+}

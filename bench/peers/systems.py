@@ -119,10 +119,12 @@ class Tessera:
                 r[k] = d[k]
         ver = next(_VERSIONS)
         self._call(case, ver, plan)           # primes the exact-repeat cache
-        r["kernel_ms"] = tm.kernel_ms(lambda: self._call(case, ver, plan))
+        def kernel_fn():
+            return self._call(case, ver, plan)
+        r["kernel_ms"] = tm.kernel_ms(kernel_fn)
         # for the interleaved re-timing (run.py): the exact-repeat cache holds the previous call only, so another
         # Tessera row's calls in between need one untimed call to prime it again
-        r["_kernel_fn"] = r["_prime_fn"] = lambda: self._call(case, ver, plan)
+        r["_kernel_fn"] = r["_prime_fn"] = kernel_fn
         if not self._dispatch().get("cache_hit", False):
             notes.append("exact-repeat cache missed: kernel_ms includes mask state and preparation")
         o = self._call(case, 0, plan)
@@ -284,8 +286,8 @@ class Flex:
         r["request_ms"] = tm.host_ms(lambda: fn(q, k, v, self.block_mask(case.mask, w.block_q, w.block_kv, w.n,
                                                                           form)))
         bm = self.block_mask(case.mask, w.block_q, w.block_kv, w.n, form)
-        r["kernel_ms"] = tm.kernel_ms(lambda: fn(q, k, v, bm))
-        r["_kernel_fn"] = lambda: fn(q, k, v, bm)
+        r["_kernel_fn"] = lambda: fn(q, k, v, bm)  # also for the interleaved re-timing (run.py)
+        r["kernel_ms"] = tm.kernel_ms(r["_kernel_fn"])
         o = fn(q, k, v, bm)
         spell = ", ".join(f"{a}={b}" for a, b in opts.items()) or "default kernel options"
         r["form"] = f"{spell}; {form} blocks"
@@ -393,7 +395,7 @@ class FlashInfer:
         st: Dict[str, Any] = {}
         if form == "fold":
             qf, kf, vf = (x.view(H * N, 1, D) for x in case.hnd)
-            run_with = lambda wr: (lambda: wr.run(qf, kf, vf))  # noqa: E731
+            run_with = lambda wr: (lambda: wr.run(qf, kf, vf))  # noqa: E731  (the planned wrapper wr)
 
             def request():
                 counts = mask.sum(-1).flatten()
@@ -402,9 +404,6 @@ class FlashInfer:
                 h, _, c = mask.nonzero(as_tuple=True)  # row-major: sorted by (h, i, j)
                 st["w"].plan(indptr, (h * nk + c).to(torch.int32), H * N, H * N, w.block_q, w.block_kv, 1, 1, D,
                              q_data_type=dt, kv_data_type=dt, o_data_type=dt)
-                return st["w"].run(qf, kf, vf)
-
-            def run():
                 return st["w"].run(qf, kf, vf)
 
             def fresh():
@@ -423,9 +422,6 @@ class FlashInfer:
                 st["w"].plan(mask, row, col, H, H, D, q_data_type=dt, kv_data_type=dt)
                 return st["w"].run(qh, kh, vh)
 
-            def run():
-                return st["w"].run(qh, kh, vh)
-
             def fresh():
                 st["w"] = self._wrapper(self.VAR, backend)
                 return request()
@@ -434,12 +430,13 @@ class FlashInfer:
         slow = r["first_call_ms"] > 1500  # cake's planner: seconds per call
         r["request_ms"] = tm.host_ms(request, warm=0 if slow else None, reps=2 if slow else None)
         request()  # the plan the kernel timing runs
+        run = run_with(st["w"])  # keeps the planned wrapper once st is cleared (the interleaved re-timing, run.py)
         r["kernel_ms"] = tm.kernel_ms(run)
         o = run()
         if form == "fold":
             o = o.view(H, N, D)
         r["backend"] = getattr(st.get("w"), "_backend", None)
-        r["_kernel_fn"] = run_with(st["w"])  # the planned wrapper, kept by the closure once st is cleared
+        r["_kernel_fn"] = run
         st.clear()
         return r, o
 

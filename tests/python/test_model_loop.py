@@ -606,7 +606,9 @@ def _stub_tree(tmp_path, run_rc, report_rc, write_json=True):
     (root / "build" / "gpu").mkdir(parents=True)
     (root / "bin").mkdir()
     shutil.copy(os.path.join(ROOT, "scripts", "gpu_model.sh"), root / "scripts")
-    (root / "scripts" / "peer_site.sh").write_text("peer_site() { :; }\n")
+    # the real helpers (fi_jit_start), with the wheel installation stubbed out
+    with open(os.path.join(ROOT, "scripts", "peer_site.sh")) as f:
+        (root / "scripts" / "peer_site.sh").write_text(f.read() + "\npeer_site() { :; }\n")
     (root / "build" / "gpu" / "CMakeCache.txt").write_text("")
     for tool in ("cmake", "nvidia-smi"):
         (root / "bin" / tool).write_text("#!/bin/sh\nexit 0\n")
