@@ -8,14 +8,19 @@
 #  4. with NCU_FAMILIES=F1,...: Nsight Compute on the first NCU_LAUNCHES (4) attention kernels of bench_mma_attention
 #     over those families and the entries NCU_ENTRIES -> $OUT/ncu_details.csv (bench/ncu_summary.py reads it);
 #  5. `tessera profile --masks` on the generic masks, plans matching $PLANS (default '\.wgmma\.') plus each mask's default
-#     and Direct plans, until GENERIC_END seconds after the start -> $OUT/profile_generic.jsonl.gz;
+#     and Direct plans, until GENERIC_END seconds after the start -> $OUT/profile_generic.jsonl.gz; with
+#     GENERIC_MATCH=<extended regex> only the mask files whose names match (e.g. '__r[34]\.' for the requests added
+#     since the last profile);
 #  6. `tessera profile` on the stored corpus cases of FAMILIES (space-separated) in CASE_PASSES ("<split> <cases per
 #     family>;...", resumable, each pass adds cases), same plans, until PROFILE_END -> $OUT/profile_cases.jsonl.gz;
-#     RESUME_CASES=<.jsonl.gz> seeds that file with an earlier call's records, whose cases are then not profiled again.
+#     RESUME_CASES=<.jsonl.gz> seeds that file with an earlier call's records, whose cases are then not profiled again;
+#  7. with WHOLE_PASSES (same form): `tessera profile --whole-requests` (every head of the cases' layers) of FAMILIES,
+#     same plans, until PROFILE_END -> $OUT/profile_whole.jsonl.gz.
 # bench/merge_profile_records.py then puts the new records after the older ones (a re-profiled case replaces its old
 # records whole, so no case mixes two runs' timings), and `tessera compile-table` recompiles (docs/selection.md).
 # Usage on the GPU machine: OUT=... [TESTS=...] [SAN_FILTER=...] [NCU_FAMILIES=... NCU_ENTRIES=...] [PLANS=...]
-#   [GENERIC_END=300] [FAMILIES="..."] [CASE_PASSES="..."] [PROFILE_END=580] bench/run_table_inputs_gpu.sh
+#   [GENERIC_END=300] [GENERIC_MATCH=regex] [FAMILIES="..."] [CASE_PASSES="..."] [WHOLE_PASSES="..."]
+#   [PROFILE_END=580] bench/run_table_inputs_gpu.sh
 # Carry [".deps", ".revision"] (or .deps/root and .deps/python/nanobind*).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -56,6 +61,10 @@ if [ -n "${NCU_FAMILIES:-}" ]; then  # where the named kernels' cycles go
   python3 bench/ncu_summary.py "$OUT/ncu_details.csv" > "$L/ncu_summary.txt" 2>&1 && cut -c1-400 "$L/ncu_summary.txt" | head -8
 fi
 wait $GEN; stamp "generic masks rc=$? ($(ls "$M" | wc -l) files)"
+if [ -n "${GENERIC_MATCH:-}" ]; then
+  for f in "$M"/*; do basename "$f" | grep -Eq -- "$GENERIC_MATCH" || rm -f "$f"; done
+  stamp "GENERIC_MATCH='$GENERIC_MATCH' keeps $(ls "$M" | wc -l) files"
+fi
 PG="$OUT/profile_generic.jsonl"
 left=$(( T0 + ${GENERIC_END:-300} - $(date +%s) ))
 if [ "$left" -gt 15 ]; then
@@ -63,16 +72,22 @@ if [ "$left" -gt 15 ]; then
     > "$L/profile_generic.log" 2>&1
   stamp "profile --masks rc=$? ($(cat "$PG" 2>/dev/null | wc -l) records)"
 fi
+# passes <file> <log> <"split n;..."> [extra profile arguments]: resumable passes until PROFILE_END
+passes() {
+  local pf=$1 log=$2 pass split n left list; IFS=";" read -ra list <<< "$3"; shift 3
+  for pass in "${list[@]}"; do
+    read -r split n <<< "$pass"
+    left=$(( T0 + ${PROFILE_END:-580} - $(date +%s) )); [ "$left" -le 15 ] && break
+    timeout "$left" $B/tessera profile --out "$pf" --reps 3 --splits "$split" --cases-per-split "$n" \
+      ${FAMILIES:+--families $FAMILIES} --plans "$PLANS" "$@" >> "$log" 2>&1
+    stamp "profile $(basename "$pf") --splits $split --cases-per-split $n rc=$? ($(cat "$pf" 2>/dev/null | wc -l) records)"
+  done
+}
 PC="$OUT/profile_cases.jsonl"
 [ -n "${RESUME_CASES:-}" ] && gunzip -c "$RESUME_CASES" > "$PC"
-IFS=';' read -ra passes <<< "${CASE_PASSES:-}"
-for pass in "${passes[@]}"; do
-  read -r split n <<< "$pass"
-  left=$(( T0 + ${PROFILE_END:-580} - $(date +%s) )); [ "$left" -le 15 ] && break
-  timeout "$left" $B/tessera profile --out "$PC" --reps 3 --splits "$split" --cases-per-split "$n" \
-    ${FAMILIES:+--families $FAMILIES} --plans "$PLANS" >> "$L/profile_cases.log" 2>&1
-  stamp "profile cases --splits $split --cases-per-split $n rc=$? ($(cat "$PC" 2>/dev/null | wc -l) records)"
-done
+passes "$PC" "$L/profile_cases.log" "${CASE_PASSES:-}"
+PW="$OUT/profile_whole.jsonl"
+passes "$PW" "$L/profile_whole.log" "${WHOLE_PASSES:-}" --whole-requests
 grep -h -c invalid "$L"/profile_*.log 2>/dev/null
-for f in "$PG" "$PC"; do [ -f "$f" ] && gzip -f "$f"; done
+for f in "$PG" "$PC" "$PW"; do [ -f "$f" ] && gzip -f "$f"; done
 tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$L"

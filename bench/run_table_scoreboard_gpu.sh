@@ -3,7 +3,7 @@
 #  1. FlashInfer's JIT in the background (scripts/peer_site.sh; carry .whl);
 #  2. bench/run_table_inputs_gpu.sh: build, then `tessera profile` of the generic masks when GENERIC_END (seconds after
 #     its start; default 0: none) leaves time, and of the corpus cases of FAMILIES in CASE_PASSES (RESUME_CASES seeds
-#     the file); no kernel tests;
+#     the file) and their whole requests in WHOLE_PASSES; no kernel tests;
 #  3. bench/compile_embedded_table.sh with the build's tessera: the listed inputs, then EXTRA_INPUTS, then this call's
 #     generic and case records -> src/core/plan_tables/sm90a.json ($OUT/table.tgz: the table, its compile log and
 #     evaluation report);
@@ -20,7 +20,7 @@ peer_site table "$OUT/table/pip.log"
 fi_jit_start "$OUT/table/fi_jit.log"
 OUT="$OUT" TESTS=none GENERIC_END="${GENERIC_END:-0}" PROFILE_END="${PROFILE_END:-220}" bench/run_table_inputs_gpu.sh
 new=()  # this call's records, after the listed inputs and EXTRA_INPUTS
-for f in "$OUT/profile_generic.jsonl.gz" "$OUT/profile_cases.jsonl.gz"; do [ -f "$f" ] && new+=("$f"); done
+for f in "$OUT/profile_generic.jsonl.gz" "$OUT/profile_cases.jsonl.gz" "$OUT/profile_whole.jsonl.gz"; do [ -f "$f" ] && new+=("$f"); done
 LOGS="$OUT/table" TESSERA=build/gpu/bin/tessera bench/compile_embedded_table.sh ${EXTRA_INPUTS:-} "${new[@]}"
 stamp "compile-table rc=$?"
 cp src/core/plan_tables/sm90a.json "$OUT/table/"
