@@ -93,6 +93,9 @@ struct Config {
   // (consumer.cuh). Off on T_KV = 128 tiles, where S is already a 64-FLOP-per-byte product and the registers are
   // short (O, S and P take 160 per thread before Q's 32), and for the swapped tiles (Q is their B operand).
   static constexpr bool kQInRegisters = !kSwapAB && TKV == 64;
+  // Conditional rescaling of O (softmax.cuh, kRescaleThreshold): off on the one-consumer T_KV = 128 tiles, whose
+  // packed kernel spilled 52 bytes with it (O, S and P already take 160 of their 200 registers).
+  static constexpr bool kConditionalRescale = !(kConsumers == 1 && TKV == 128);
 
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   static_assert(TQ == 16 || TQ == 32 || TQ == 64 || TQ == 128,

@@ -7,7 +7,7 @@
 //   wait until S(j) retired (PV(j-1) may still run); release K(j)
 //   mask S(j); softmax score step (new maxima, P(j) = exp2(...), alpha)
 //   j > 0: wait until PV(j-1) retired; release V(j-1)
-//   O *= alpha; pack P(j) into A fragments
+//   O *= alpha (only on tiles where a row maximum moved: softmax.cuh); pack P(j) into A fragments
 //
 // and after the last entry O += P(n-1) V(n-1). The softmax of tile j thus overlaps the PV product of tile j-1.
 // In a persistent CTA the Q buffer is released as soon as the item no longer reads it (after loading Q's fragments
@@ -147,6 +147,23 @@ __device__ __forceinline__ void release_q_after_ldmatrix(std::uint64_t* q_empty)
   release_q(q_empty);
 }
 
+/// Span tiles (KvVariant::kSpan) need one metadata load per entry, its kv tile for the ragged-tail test (none at all
+/// when N_kv is a multiple of T_KV): early_members issues it before the K wait, so that its latency hides behind S
+/// rather than sitting between S and the softmax. The other variants load their members after S retires (apply_mask):
+/// their membership words and packed slot ids, live across the wgmma, cost registers and spilled (session 13).
+template <class Cfg, KvVariant V>
+__device__ __forceinline__ TileMembers early_members(const AttentionParams& p, std::int64_t e) {
+  if constexpr (V == KvVariant::kSpan) return load_members<Cfg, V>(p, e);
+  else return TileMembers{~0ull, -1, 0};
+}
+
+template <KvVariant V, class Mask, int N>
+__device__ __forceinline__ void apply_mask(const Mask& mask, float (&s)[N], const TileMembers& early,
+                                           const AttentionParams& p, std::int64_t e, int lane) {
+  if constexpr (V == KvVariant::kSpan) mask.apply(s, early, lane);
+  else mask.apply(s, p, e, lane);
+}
+
 /// The consumer warpgroup `wg`'s whole work for `item`, epilogue included: every entry computed in order (tile 0
 /// alone, each later tile overlapped with the previous PV, then the last PV), from ring positions `pos` (advanced
 /// past the item). kPersist: the CTA is persistent (its producer announced the item; the Q buffer is released).
@@ -184,6 +201,7 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Item
     // Tile 0: S(0), softmax; nothing to overlap with yet.
     {
       float s[Cfg::TKV / 2];
+      const TileMembers tm = early_members<Cfg, V>(p, it.entry_begin);
       consumer_wait(bar.k_full, kr.stage, kr.phase);
       issue_qk<Cfg>(s, qf, q_rows, base + Cfg::kKOffset + kr.stage * Cfg::kKvBytes);
       ptx::wgmma_commit();
@@ -193,13 +211,14 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Item
       kr.advance();
       if constexpr (kPersist && !Cfg::kQInRegisters)
         if (n == 1) release_q(bar.q_empty);
-      mask.apply(s, p, it.entry_begin, lane);
+      apply_mask<V>(mask, s, tm, p, it.entry_begin, lane);
       float alpha[2];
-      softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);  // alpha = 0: O is still 0
+      softmax_scores<Cfg::TKV, Cfg::kConditionalRescale>(s, st, scale_log2, alpha);  // alpha = 0: O is still 0
       pack_p<Cfg::TKV, T>(s, pf);
     }
     for (int j = 1; j < n; ++j) {
       float s[Cfg::TKV / 2];
+      const TileMembers tm = early_members<Cfg, V>(p, it.entry_begin + j);
       consumer_wait(bar.k_full, kr.stage, kr.phase);
       fence_all(o);
       issue_qk<Cfg>(s, qf, q_rows, base + Cfg::kKOffset + kr.stage * Cfg::kKvBytes);
@@ -213,14 +232,14 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Item
       kr.advance();
       if constexpr (kPersist && !Cfg::kQInRegisters)
         if (j == n - 1) release_q(bar.q_empty);
-      mask.apply(s, p, it.entry_begin + j, lane);
+      apply_mask<V>(mask, s, tm, p, it.entry_begin + j, lane);
       float alpha[2];
-      softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);
+      const bool rescale = softmax_scores<Cfg::TKV, Cfg::kConditionalRescale>(s, st, scale_log2, alpha);
       ptx::wgmma_wait<0>();  // PV(j-1) retired
       fence_all(o);
       consumer_release(bar.v_empty, vr.stage);
       vr.advance();
-      rescale_o<Cfg::D>(o, alpha);
+      if (rescale) rescale_o<Cfg::D>(o, alpha);
       pack_p<Cfg::TKV, T>(s, pf);
     }
     consumer_wait(bar.v_full, vr.stage, vr.phase);

@@ -46,8 +46,7 @@ struct SkipConsumer {
     kr.advance();
     mask.apply(s, tm, lane);
     float alpha[2];
-    softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);
-    rescale_o<Cfg::D>(o, alpha);
+    if (softmax_scores<Cfg::TKV, Cfg::kConditionalRescale>(s, st, scale_log2, alpha)) rescale_o<Cfg::D>(o, alpha);
     pack_p<Cfg::TKV, T>(s, pf);
   }
 
@@ -67,12 +66,12 @@ struct SkipConsumer {
     kr.advance();
     mask.apply(s, tm, lane);
     float alpha[2];
-    softmax_scores<Cfg::TKV>(s, st, scale_log2, alpha);
+    const bool rescale = softmax_scores<Cfg::TKV, Cfg::kConditionalRescale>(s, st, scale_log2, alpha);
     ptx::wgmma_wait<0>();  // PV(e-1) retired
     fence_all(o);
     consumer_release(bar.v_empty, vr.stage);
     vr.advance();
-    rescale_o<Cfg::D>(o, alpha);
+    if (rescale) rescale_o<Cfg::D>(o, alpha);
     pack_p<Cfg::TKV, T>(s, pf);
   }
 

@@ -42,7 +42,7 @@ __device__ __forceinline__ TileMembers load_members(const AttentionParams& p, st
       }
     }
     mb &= std::uint64_t(valid) * 0x0101010101010101ull;
-  } else {
+  } else if (p.n_kv % Cfg::TKV != 0) {  // else no span tile can reach past N_kv: no load
     const int kv_limit = p.n_kv - __ldg(p.meta.kv_tile + e) * Cfg::TKV;
     if (kv_limit < Cfg::TKV) ragged_kj = 0, ragged_len = kv_limit;  // columns >= kv_limit of the tile
   }

@@ -14,21 +14,39 @@ struct RowState {
   float l[2] = {0.f, 0.f};
 };
 
+/// Growth of a row maximum (log2 units) up to which the running maximum is kept (FlashAttention-4's conditional
+/// rescaling): the probabilities are then exp2(s - m) <= 2^8 = 256, which bf16 rounds with the same relative error
+/// as any other scale and which stays far from fp32's range in l and O, while O's rescale (D / 2 multiplies per thread
+/// and tile, and the exp2 of alpha) is skipped on every tile where no row of the warp grows its maximum by more; once
+/// the maxima settle, that is most tiles. The result does not depend on m: O and l carry the same factor.
+inline constexpr float kRescaleThreshold = 8.f;
+
 /// Score step: updates the row maxima with tile s (raw dot products, -inf where masked), replaces s by the
-/// unnormalized probabilities exp2(s * scale_log2 - m), adds them to l, and returns in alpha the factors by which O
-/// must be rescaled (exp2(m_old - m_new)).
-template <int TKV>
-__device__ __forceinline__ void softmax_scores(float (&s)[TKV / 2], RowState& st, float scale_log2, float (&alpha)[2]) {
+/// unnormalized probabilities exp2(s * scale_log2 - m), adds them to l, and returns whether O must be rescaled (by
+/// alpha = exp2(m_old - m_new) per row; warp-uniform). The maxima move only when some row of the warp grows by more
+/// than kRescaleThreshold (or leaves -inf); then every row of the warp takes its exact maximum. kConditional = false:
+/// every tile takes the exact maxima and returns true (Config::kConditionalRescale says which tiles).
+template <int TKV, bool kConditional = true>
+__device__ __forceinline__ bool softmax_scores(float (&s)[TKV / 2], RowState& st, float scale_log2,
+                                               float (&alpha)[2]) {
+  float mx[2];
+  bool grow = !kConditional;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float mx = -INFINITY;
+    float m = -INFINITY;
 #pragma unroll
-    for (int i = 0; i < TKV / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * h], s[4 * i + 2 * h + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(st.m[h], mx * scale_log2);
+    for (int i = 0; i < TKV / 8; ++i) m = fmaxf(m, fmaxf(s[4 * i + 2 * h], s[4 * i + 2 * h + 1]));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    mx[h] = m * scale_log2;
+    if constexpr (kConditional) grow |= mx[h] > st.m[h] + kRescaleThreshold;  // m = -inf: a finite maximum grows it
+  }
+  if constexpr (kConditional) grow = __any_sync(0xffffffffu, grow);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float m_new = grow ? fmaxf(st.m[h], mx[h]) : st.m[h];
     const float m_use = m_new == -INFINITY ? 0.f : m_new;
-    alpha[h] = ptx::exp2_approx(st.m[h] - m_use);
+    alpha[h] = grow ? ptx::exp2_approx(st.m[h] - m_use) : 1.f;
     st.m[h] = m_new;
     float sum = 0.f;
 #pragma unroll
@@ -39,8 +57,9 @@ __device__ __forceinline__ void softmax_scores(float (&s)[TKV / 2], RowState& st
       s[4 * i + 2 * h + 1] = p1;
       sum += p0 + p1;
     }
-    st.l[h] = st.l[h] * alpha[h] + sum;
+    st.l[h] = grow ? st.l[h] * alpha[h] + sum : st.l[h] + sum;
   }
+  return grow;
 }
 
 /// O step: O *= alpha, row-wise (accumulator layout of m64nDk16).
