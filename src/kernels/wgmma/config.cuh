@@ -93,8 +93,10 @@ struct Config {
   // (consumer.cuh). Off on T_KV = 128 tiles, where S is already a 64-FLOP-per-byte product and the registers are
   // short (O, S and P take 160 per thread before Q's 32), and for the swapped tiles (Q is their B operand).
   static constexpr bool kQInRegisters = !kSwapAB && TKV == 64;
-  // Conditional rescaling of O (softmax.cuh, kRescaleThreshold): off on the one-consumer T_KV = 128 tiles, whose
-  // packed kernel spilled 52 bytes with it (O, S and P already take 160 of their 200 registers).
+  // Conditional rescaling of O (softmax.cuh, kRescaleThreshold) in the straight-line consumer (consumer.cuh): off on
+  // the one-consumer T_KV = 128 tiles, whose packed kernel spilled 52 bytes with it (O, S and P already take 160 of
+  // their 200 registers). The skipping consumer (consumer_skip.cuh) always rescales: with it, its Coarsened-Q tiles
+  // lost 1.6-4.2 % on the H200 (bench/NOTES.md, session 17), where the straight-line tiles gained 2-10 %.
   static constexpr bool kConditionalRescale = !(kConsumers == 1 && TKV == 128);
 
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");

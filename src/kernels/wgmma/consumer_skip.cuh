@@ -46,7 +46,8 @@ struct SkipConsumer {
     kr.advance();
     mask.apply(s, tm, lane);
     float alpha[2];
-    if (softmax_scores<Cfg::TKV, Cfg::kConditionalRescale>(s, st, scale_log2, alpha)) rescale_o<Cfg::D>(o, alpha);
+    softmax_scores<Cfg::TKV, false>(s, st, scale_log2, alpha);  // exact maxima: always rescale (config.cuh)
+    rescale_o<Cfg::D>(o, alpha);
     pack_p<Cfg::TKV, T>(s, pf);
   }
 
@@ -66,12 +67,12 @@ struct SkipConsumer {
     kr.advance();
     mask.apply(s, tm, lane);
     float alpha[2];
-    const bool rescale = softmax_scores<Cfg::TKV, Cfg::kConditionalRescale>(s, st, scale_log2, alpha);
+    softmax_scores<Cfg::TKV, false>(s, st, scale_log2, alpha);
     ptx::wgmma_wait<0>();  // PV(e-1) retired
     fence_all(o);
     consumer_release(bar.v_empty, vr.stage);
     vr.advance();
-    if (rescale) rescale_o<Cfg::D>(o, alpha);
+    rescale_o<Cfg::D>(o, alpha);
     pack_p<Cfg::TKV, T>(s, pf);
   }
 
