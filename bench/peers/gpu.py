@@ -74,7 +74,9 @@ class Timer:
         primes = list(primes) if primes is not None else [None] * len(fns)
         if len(primes) != len(fns):
             raise ValueError(f"primes: {len(primes)} entries for {len(fns)} callables")
-        for fn in fns:
+        for prime, fn in zip(primes, fns):  # warm-up, primed as the timed calls are
+            if prime is not None:
+                prime()
             fn()
         self.sync()
         ts: List[List[float]] = [[] for _ in fns]
