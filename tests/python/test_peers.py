@@ -1,6 +1,7 @@
 """CPU tests of the peer scoreboard's pieces that need no GPU (bench/peers): mask recipes, exact TF/s accounting for
 ragged tails, the JSON schema and merging, RESULTS.md and chart generation from a JSON file, the run's command line
-and its all-'not run' skeleton. No torch, no FlashInfer: numpy (and matplotlib for the charts) only.
+and its all-'not run' skeleton, the interleaved timing and FlashInfer's per-form re-plan (fakes on the CPU). No GPU, no
+FlashInfer: numpy (matplotlib for the charts; torch where a test imports it).
 
 The documents built here are schema examples made up for the tests, not measurements."""
 import json
@@ -661,3 +662,58 @@ def test_run_refuses_bad_numbers_and_writes_nothing_without_its_gpu(tmp_path, mo
     out = tmp_path / "peers"
     assert run.main(["--out", str(out), "--workloads", "Q16K16"]) == 1
     assert "no CUDA device" in capsys.readouterr().err and not out.exists()
+
+
+# ------------------------------------------------------------------------------------------------ FlashInfer forms
+def test_flashinfer_forms_plan_again_before_the_interleaved_runs():
+    """Every FlashInfer form plans into the same workspace buffers, so the picked form's run() is only valid right
+    after its own plan(). A fake wrapper pair that faults like the H200 did (session 17: an illegal address) when run
+    on another wrapper's plan: the picked form's callable fails after the other form planned, and its prime makes
+    the interleaved re-timing valid."""
+    torch = pytest.importorskip("torch")
+    from peers import gpu, systems
+
+    owner = {}  # the shared int workspace -> the wrapper whose plan it holds
+
+    class Wrapper:
+        def __init__(self, float_ws, backend="auto"):
+            self._backend, self.int_ws = backend, float_ws
+
+        def reset_workspace_buffer(self, float_ws, int_ws):
+            self.int_ws = int_ws
+
+        def plan(self, *args, **kwargs):
+            owner[id(self.int_ws)] = self
+
+        def run(self, q, k, v):
+            if owner.get(id(self.int_ws)) is not self:
+                raise RuntimeError("illegal address: run() on another wrapper's plan")
+            return torch.zeros_like(q)
+
+    class Ref:
+        def rel_l2(self, o):
+            return 0.0
+
+    fi = object.__new__(systems.FlashInfer)
+    fi.BSR = fi.VAR = Wrapper
+    fi.device, fi.jit = torch.device("cpu"), {"jit_ms": None}
+    fi.timer = gpu.Timer(torch.device("cpu"))
+    fi.float_ws, fi.int_ws = torch.empty(16, dtype=torch.uint8), torch.empty(16, dtype=torch.uint8)
+    w = W.Workload("Q64K64", "families", n=256, heads=2, head_dim=64, block_q=64, block_kv=64, mask_seed=1,
+                   qkv_seed=2, recipe="test")
+    mask = torch.ones(2, 4, 4, dtype=torch.bool)
+    hnd = tuple(torch.zeros(2, 256, 64, dtype=torch.bfloat16) for _ in range(3))
+    case = systems.Case(w=w, mask=mask, stats={"active_pairs": 2 * 256 * 256}, hnd=hnd, ref=Ref())
+    row = fi.run(case, ["fold", "variable"])
+    fn, prime = row.pop("_kernel_fn"), row.pop("_prime_fn")
+    assert row["form"] in ("fold", "variable") and fn is not None and prime is not None
+    if row["form"] == "fold":  # the variable form planned after the picked one: its run is stale now
+        with pytest.raises(RuntimeError, match="illegal address"):
+            fn()
+    other = Wrapper(fi.float_ws)
+    other.reset_workspace_buffer(fi.float_ws, fi.int_ws)
+    other.plan()  # e.g. another workload's FlashInfer call in between
+    with pytest.raises(RuntimeError, match="illegal address"):
+        fn()
+    ms = fi.timer.interleaved_ms([fn], rounds=3, primes=[prime])
+    assert len(ms) == 1 and ms[0] >= 0
