@@ -488,7 +488,11 @@ def interleave(run: Run, w: Workload, stats: Dict[str, Any], timer, fns: Dict[st
     from peers.metrics import tflops
     systems = list(fns)
     rows = [run.rows[(w.name, s)] for s in systems]
-    est_s = 1e-3 * rounds * sum(2 * r["kernel_ms"] + 0.5 for r in rows) + 2
+    # per round and system: the timed call and its flush, ~0.5 ms of overhead, and a primed system's prime (a Tessera
+    # call or a FlashInfer plan(), bounded by its request time)
+    est_s = 1e-3 * rounds * sum(2 * r["kernel_ms"] + 0.5 + (r.get("request_ms") or r["kernel_ms"]
+                                                            if fns[s][1] is not None else 0.0)
+                                for s, r in zip(systems, rows)) + 2
     if run.left() < est_s + 5:
         for r in rows:
             r["note"] = "; ".join(x for x in (r.get("note"), "not interleaved (time budget)") if x)

@@ -213,7 +213,7 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Item
         if (n == 1) release_q(bar.q_empty);
       apply_mask<V>(mask, s, tm, p, it.entry_begin, lane);
       float alpha[2];
-      softmax_scores<Cfg::TKV, Cfg::kConditionalRescale>(s, st, scale_log2, alpha);  // alpha = 0: O is still 0
+      softmax_scores<Cfg::TKV, Cfg::kConditionalRescale>(s, st, scale_log2, alpha);  // O is still 0: no rescale
       pack_p<Cfg::TKV, T>(s, pf);
     }
     for (int j = 1; j < n; ++j) {

@@ -3,7 +3,9 @@
 // packed entries, B_Q < T_Q): a warpgroup skips the products of an entry none of whose active pairs meets its 64
 // rows, waiting for and releasing its K and V stages instead. The other warpgroup's query blocks needed that K/V
 // tile; this one would only have masked it whole. Two query blocks that share part of their kv lists thus load the
-// shared tiles once and each compute only their own entries. The result is the one of consumer.cuh's loop, bit for bit.
+// shared tiles once and each compute only their own entries. The result is the one of consumer.cuh's loop, up to
+// rounding: this loop rescales O on every tile, the straight-line loop only where a row maximum grows by more than
+// kRescaleThreshold (config.cuh, kConditionalRescale).
 //
 // The tile steps are those of consumer.cuh's loop, as member functions of SkipConsumer so that the loop can start
 // over after a skip; consumer.cuh keeps its own straight-line loop because ptxas spills in it when it is written with
