@@ -12,9 +12,13 @@
 #     on the main build's first NCU_LAUNCHES (12) attention kernels of those families (entries NCU_ENTRIES, default
 #     ENTRIES) -> $OUT/ncu_details.csv (--page raw: one row per launch; bench/ncu_summary.py reads it);
 #  5. with SAN_FILTER (a gtest filter): racecheck and synccheck side by side on those tests.
+# QUICK=1: a first look at a kernel change when device time is short (session 17: one entry builds in ~50 s, the
+#   whole gpu preset in ~120 s): main is built like the sides, only the entries of ENTRIES and SMALL_ENTRIES and
+#   bench_mma_attention, and steps 1 (tests), 4 (Nsight Compute) and 5 (sanitizers) are skipped; a change that pays is
+#   then checked with the full call.
 # Usage on the GPU machine: OUT=... SIDES="before=bench/next/x.patch ..." [ENTRIES=regex] [FAMILIES=F1,F2,...]
 #   [SMALL_SIDES=... SMALL_ENTRIES=... SMALL_FAMILIES=...] [NCU_FAMILIES=... NCU_ENTRIES=...] [SAN_FILTER=...]
-#   [SAN_TIMEOUT=seconds (100)] [FULL_SUITE=1] [MAIN_BENCH_ARGS="--persistent"] [BENCH_TIMEOUT=seconds (150)]
+#   [SAN_TIMEOUT=seconds (100)] [FULL_SUITE=1 | QUICK=1] [MAIN_BENCH_ARGS="--persistent"] [BENCH_TIMEOUT=seconds (150)]
 #   bench/run_kernel_ab_gpu.sh
 #   (carry [".deps", ".revision"]); ~3-5 minutes.
 # Outputs: $OUT/bench_<name>/tessera_mma_bench.json (main, each side; main_small and <name>_small for the small
@@ -35,19 +39,25 @@ if [ -n "${SMALL_SIDES:-}" ]; then : "${SMALL_FAMILIES:?SMALL_SIDES needs SMALL_
 # side_tree <name> <patch> <kernel filter>: a patched copy of the tree, bench_mma_attention only (run in background).
 # A patch written R:<file> is applied in reverse (git apply -R): the side is then the tree before a change that the
 # main tree already carries, e.g. SIDES="before=R:bench/next/x.patch" after `git apply bench/next/x.patch` here.
+# The patch "-" means none (QUICK=1's main tree).
 side_tree() {
-  local P=/tmp/tessera_$1 patch rev=(); patch="$2"
+  local P=/tmp/tessera_$1 patch rev=() apply=(true); patch="$2"
   if [ "${patch#R:}" != "$patch" ]; then patch="${patch#R:}"; rev=(-R); fi
-  patch="$(realpath "$patch")"; rm -rf "$P"; mkdir -p "$P"
+  [ "$patch" != - ] && patch="$(realpath "$patch")" && apply=(git apply "${rev[@]}" "$patch")
+  rm -rf "$P"; mkdir -p "$P"
   tar cf - --exclude=./build --exclude=./.whl --exclude=./.git . | tar xf - -C "$P"
-  (cd "$P" && git apply "${rev[@]}" "$patch" && cmake --preset gpu -G Ninja -DCMAKE_PREFIX_PATH="$DEPS" \
+  (cd "$P" && "${apply[@]}" && cmake --preset gpu -G Ninja -DCMAKE_PREFIX_PATH="$DEPS" \
      -DTESSERA_KERNEL_FILTER="$3" -DCMAKE_CUDA_COMPILER="$NVCC" -DTESSERA_BUILD_PYTHON=OFF &&
    cmake --build --preset gpu -j 6 --target bench_mma_attention) > "$L/build_$1.log" 2>&1
   echo "rc=$?" >> "$L/build_$1.log"
 }
 for side in ${SIDES:-}; do side_tree "${side%%=*}" "${side#*=}" "$ENTRIES" & done
 for side in ${SMALL_SIDES:-}; do side_tree "${side%%=*}_small" "${side#*=}" "$SMALL_ENTRIES" & done  # own trees
-if [ -n "${FULL_SUITE:-}" ]; then  # the whole GPU suite (ctest -L gpu: C++ and Python), through gpu_check.sh's env
+MAIN_BENCH=build/gpu/bin/bench_mma_attention
+if [ -n "${QUICK:-}" ]; then  # no tests, no sanitizers: main built like a side (ENTRIES and SMALL_ENTRIES only)
+  side_tree main - "(${ENTRIES})${SMALL_SIDES:+|(${SMALL_ENTRIES})}"; stamp "main build (QUICK): $(tail -1 "$L/build_main.log")"
+  MAIN_BENCH=/tmp/tessera_main/build/gpu/bin/bench_mma_attention
+elif [ -n "${FULL_SUITE:-}" ]; then  # the whole GPU suite (ctest -L gpu: C++ and Python), through gpu_check.sh's env
   OUT="$L" scripts/gpu_check.sh -j 16 -L gpu --timeout 240 > "$L/gpu_check.log" 2>&1
   stamp "main build + ctest -L gpu rc=$?"; grep -E "gpu build|tests passed|tests failed|\(Failed\)|Timeout|rror" "$L/gpu_check.log" | head -20
 else
@@ -67,16 +77,16 @@ bench() {  # bench <name> <binary> <families> <entries> [more bench_mma_attentio
   stamp "bench $1 rc=$?"; rm -rf "/tmp/tessera_bench_$1"
   echo "== $1"; grep -E "TFLOP|rror" "$L/bench_$1.log" | cut -c1-110 | head -60
 }
-bench main build/gpu/bin/bench_mma_attention "$FAMILIES" "$ENTRIES" "${MAIN_BENCH_ARGS:-}"
+bench main "$MAIN_BENCH" "$FAMILIES" "$ENTRIES" "${MAIN_BENCH_ARGS:-}"
 for side in ${SIDES:-}; do bench "${side%%=*}" "/tmp/tessera_${side%%=*}/build/gpu/bin/bench_mma_attention" "$FAMILIES" "$ENTRIES"; done
 if [ -n "${SMALL_SIDES:-}" ]; then
-  bench main_small build/gpu/bin/bench_mma_attention "$SMALL_FAMILIES" "$SMALL_ENTRIES"
+  bench main_small "$MAIN_BENCH" "$SMALL_FAMILIES" "$SMALL_ENTRIES"
   for side in $SMALL_SIDES; do
     bench "${side%%=*}_small" "/tmp/tessera_${side%%=*}_small/build/gpu/bin/bench_mma_attention" "$SMALL_FAMILIES" \
       "$SMALL_ENTRIES"
   done
 fi
-if [ -n "${NCU_FAMILIES:-}" ]; then  # Nsight Compute on the main build: where the named kernels' cycles go
+if [ -n "${NCU_FAMILIES:-}" ] && [ -z "${QUICK:-}" ]; then  # Nsight Compute on the main build: where the named kernels' cycles go
   mkdir -p /tmp/tessera_ncu
   timeout 200 ncu --clock-control none --kernel-name regex:attention_kernel --launch-count "${NCU_LAUNCHES:-12}" \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
@@ -85,7 +95,7 @@ if [ -n "${NCU_FAMILIES:-}" ]; then  # Nsight Compute on the main build: where t
     --out /tmp/tessera_ncu --data /tmp/tessera_ncu_data > "$OUT/ncu_details.csv" 2> "$L/ncu.err"
   stamp "ncu rc=$? ($(grep -c '^"' "$OUT/ncu_details.csv") csv lines)"; rm -rf /tmp/tessera_ncu_data
 fi
-if [ -n "${SAN_FILTER:-}" ]; then
+if [ -n "${SAN_FILTER:-}" ] && [ -z "${QUICK:-}" ]; then
   for tool in racecheck synccheck; do
     ( timeout "${SAN_TIMEOUT:-100}" compute-sanitizer --tool $tool --error-exitcode 9 "$T" --gtest_filter="$SAN_FILTER" \
         > "$L/san_$tool.log" 2>&1; echo "rc=$?" >> "$L/san_$tool.log" ) &
