@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   bool longest_first = true;  // --persistent-order longest|natural
   std::regex entries(".*");  // --entries: time only the candidates whose catalog entry matches (e.g. "^wgmma\\.")
   int reps = 7, warmups = 2;
+  bool flush_l2 = false;  // --flush-l2
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) out = argv[++i];
@@ -62,13 +63,16 @@ int main(int argc, char** argv) {
     else if (a == "--data" && i + 1 < argc) data = argv[++i];
     else if (a == "--no-wan") wan = false;
     else if (a == "--persistent") persistent = true;
+    else if (a == "--flush-l2") flush_l2 = true;
     else if (a == "--persistent-order" && i + 1 < argc) longest_first = std::string(argv[++i]) != "natural";
     else if (a == "--families" && i + 1 < argc) only = "," + std::string(argv[++i]) + ",";
     else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i])), warmups = reps >= 3 ? 2 : 0;
     else {
       std::fprintf(stderr, "bench_mma_attention: unknown or incomplete argument '%s'\n"
                            "usage: bench_mma_attention [--out DIR] [--data DIR] [--no-wan] [--entries REGEX] [--families F1,F2,...] [--reps N] [--persistent]\n"
-                           "  [--persistent-order longest|natural]\n"
+                           "  [--persistent-order longest|natural] [--flush-l2]\n"
+                           "  --flush-l2: zero a 256 MiB buffer before every timed run, outside the events, as the peer scoreboard\n"
+                           "  does (bench/peers/README.md), so that its figures and these compare (default: runs back to back)\n"
                            "  --families: only these families (e.g. Q16K16,Q32K32); --reps: timed runs per candidate (7;\n"
                            "  below 3 also no warm-up runs: for profilers); --persistent: also time each candidate whose entry\n"
                            "  runs persistent CTAs that way (label + \".p\"; work items longest first, as the runtime's g1p plans,\n"
@@ -87,6 +91,9 @@ int main(int argc, char** argv) {
   TESSERA_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   result["gpu"] = prop.name;
   result["geometries"] = nlohmann::json::array();
+  result["l2_flush"] = flush_l2;
+  // The L2 flush buffer (bench/peers/gpu.py's protocol: 256 MiB zeroed before each timed run, outside the events).
+  DeviceBuffer flush_buf(flush_l2 ? std::size_t(256) << 20 : 0);
 
   auto C = [](std::string l, std::string e, int tq, int tkv, bool packed, bool mem) { return Candidate{l, e, tq, tkv, packed, mem}; };
   const std::string P = "mma.bf16.d128.", W = "wgmma.bf16.d128.";
@@ -223,6 +230,7 @@ int main(int argc, char** argv) {
           for (int w = 0; w < warmups; ++w) run_plan(c.entry, c.packed, c.membership, dp, prm);
           std::vector<float> ts;
           for (int r = 0; r < reps; ++r) {
+            if (flush_l2) TESSERA_CUDA_CHECK(cudaMemsetAsync(flush_buf.data(), 0, std::size_t(256) << 20));
             TESSERA_CUDA_CHECK(cudaEventRecord(e0));
             run_plan(c.entry, c.packed, c.membership, dp, prm);
             TESSERA_CUDA_CHECK(cudaEventRecord(e1));

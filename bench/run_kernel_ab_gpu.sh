@@ -18,7 +18,8 @@
 #   then checked with the full call.
 # Usage on the GPU machine: OUT=... SIDES="before=bench/next/x.patch ..." [ENTRIES=regex] [FAMILIES=F1,F2,...]
 #   [SMALL_SIDES=... SMALL_ENTRIES=... SMALL_FAMILIES=...] [NCU_FAMILIES=... NCU_ENTRIES=...] [SAN_FILTER=...]
-#   [SAN_TIMEOUT=seconds (100)] [FULL_SUITE=1 | QUICK=1] [MAIN_BENCH_ARGS="--persistent"] [BENCH_TIMEOUT=seconds (150)]
+#   [SAN_TIMEOUT=seconds (100)] [FULL_SUITE=1 | QUICK=1] [MAIN_BENCH_ARGS="--persistent"]
+#   [BENCH_ARGS="--flush-l2" (every build's bench_mma_attention)] [BENCH_TIMEOUT=seconds (150)]
 #   bench/run_kernel_ab_gpu.sh
 #   (carry [".deps", ".revision"]); ~3-5 minutes.
 # Outputs: $OUT/bench_<name>/tessera_mma_bench.json (main, each side; main_small and <name>_small for the small
@@ -77,13 +78,15 @@ bench() {  # bench <name> <binary> <families> <entries> [more bench_mma_attentio
   stamp "bench $1 rc=$?"; rm -rf "/tmp/tessera_bench_$1"
   echo "== $1"; grep -E "TFLOP|rror" "$L/bench_$1.log" | cut -c1-110 | head -60
 }
-bench main "$MAIN_BENCH" "$FAMILIES" "$ENTRIES" "${MAIN_BENCH_ARGS:-}"
-for side in ${SIDES:-}; do bench "${side%%=*}" "/tmp/tessera_${side%%=*}/build/gpu/bin/bench_mma_attention" "$FAMILIES" "$ENTRIES"; done
+bench main "$MAIN_BENCH" "$FAMILIES" "$ENTRIES" "${MAIN_BENCH_ARGS:-} ${BENCH_ARGS:-}"
+for side in ${SIDES:-}; do
+  bench "${side%%=*}" "/tmp/tessera_${side%%=*}/build/gpu/bin/bench_mma_attention" "$FAMILIES" "$ENTRIES" "${BENCH_ARGS:-}"
+done
 if [ -n "${SMALL_SIDES:-}" ]; then
-  bench main_small "$MAIN_BENCH" "$SMALL_FAMILIES" "$SMALL_ENTRIES"
+  bench main_small "$MAIN_BENCH" "$SMALL_FAMILIES" "$SMALL_ENTRIES" "${BENCH_ARGS:-}"
   for side in $SMALL_SIDES; do
     bench "${side%%=*}_small" "/tmp/tessera_${side%%=*}_small/build/gpu/bin/bench_mma_attention" "$SMALL_FAMILIES" \
-      "$SMALL_ENTRIES"
+      "$SMALL_ENTRIES" "${BENCH_ARGS:-}"
   done
 fi
 if [ -n "${NCU_FAMILIES:-}" ] && [ -z "${QUICK:-}" ]; then  # Nsight Compute on the main build: where the named kernels' cycles go
