@@ -11,7 +11,7 @@
 #  4. with NCU_FAMILIES=F1,...: Nsight Compute (speed of light, compute and memory workload, warp states, occupancy)
 #     on the main build's first NCU_LAUNCHES (12) attention kernels of those families (entries NCU_ENTRIES, default
 #     ENTRIES) -> $OUT/ncu_details.csv (--page raw: one row per launch; bench/ncu_summary.py reads it);
-#  5. with SAN_FILTER (a gtest filter): racecheck and synccheck side by side on those tests.
+#  5. with SAN_FILTER (a gtest filter): memcheck, racecheck and synccheck side by side on those tests.
 # QUICK=1: a first look at a kernel change when device time is short (session 17: one entry builds in ~50 s, the
 #   whole gpu preset in ~120 s): main is built like the sides, only the entries of ENTRIES and SMALL_ENTRIES and
 #   bench_mma_attention, and steps 1 (tests), 4 (Nsight Compute) and 5 (sanitizers) are skipped; a change that pays is
@@ -99,12 +99,12 @@ if [ -n "${NCU_FAMILIES:-}" ] && [ -z "${QUICK:-}" ]; then  # Nsight Compute on 
   stamp "ncu rc=$? ($(grep -c '^"' "$OUT/ncu_details.csv") csv lines)"; rm -rf /tmp/tessera_ncu_data
 fi
 if [ -n "${SAN_FILTER:-}" ] && [ -z "${QUICK:-}" ]; then
-  for tool in racecheck synccheck; do
+  for tool in memcheck racecheck synccheck; do
     ( timeout "${SAN_TIMEOUT:-100}" compute-sanitizer --tool $tool --error-exitcode 9 "$T" --gtest_filter="$SAN_FILTER" \
         > "$L/san_$tool.log" 2>&1; echo "rc=$?" >> "$L/san_$tool.log" ) &
   done
   wait
-  for tool in racecheck synccheck; do
+  for tool in memcheck racecheck synccheck; do
     stamp "$tool $(tail -1 "$L/san_$tool.log"): $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$L/san_$tool.log" | tail -1)"
   done
 fi

@@ -4,7 +4,7 @@
 #  1. build (gpu preset, every entry) while bench/generic_masks.py writes the generic masks;
 #  2. the kernel tests (tessera_tests_gpu --gtest_filter=$TESTS, default every PTX wrapper and every wgmma entry;
 #     TESTS=none skips them);
-#  3. with SAN_FILTER (a gtest filter): racecheck and synccheck side by side on those tests (SAN_TIMEOUT, 100 s);
+#  3. with SAN_FILTER (a gtest filter): memcheck, racecheck and synccheck side by side on those tests (SAN_TIMEOUT, 100 s);
 #  4. with NCU_FAMILIES=F1,...: Nsight Compute on the first NCU_LAUNCHES (4) attention kernels of bench_mma_attention
 #     over those families and the entries NCU_ENTRIES -> $OUT/ncu_details.csv (bench/ncu_summary.py reads it);
 #  5. `tessera profile --masks` on the generic masks, plans matching $PLANS (default '\.wgmma\.') plus each mask's default
@@ -41,12 +41,12 @@ if [ "${TESTS:-}" != none ]; then
   grep -E '^\[  FAILED  \]' "$L/kernel_tests.log" | head -10
 fi
 if [ -n "${SAN_FILTER:-}" ]; then
-  for tool in racecheck synccheck; do
+  for tool in memcheck racecheck synccheck; do
     ( timeout "${SAN_TIMEOUT:-100}" compute-sanitizer --tool $tool --error-exitcode 9 "$T" --gtest_filter="$SAN_FILTER" \
         > "$L/san_$tool.log" 2>&1; echo "rc=$?" >> "$L/san_$tool.log" ) &
   done
   wait $(jobs -p | grep -v "^$GEN$")
-  for tool in racecheck synccheck; do
+  for tool in memcheck racecheck synccheck; do
     stamp "$tool $(tail -1 "$L/san_$tool.log"): $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$L/san_$tool.log" | tail -1)"
     grep -E "Race reported" "$L/san_$tool.log" | sort | uniq -c | head -5 | cut -c1-200
   done
