@@ -230,7 +230,7 @@ int main(int argc, char** argv) {
           for (int w = 0; w < warmups; ++w) run_plan(c.entry, c.packed, c.membership, dp, prm);
           std::vector<float> ts;
           for (int r = 0; r < reps; ++r) {
-            if (flush_l2) TESSERA_CUDA_CHECK(cudaMemsetAsync(flush_buf.data(), 0, std::size_t(256) << 20));
+            if (flush_l2) TESSERA_CUDA_CHECK(cudaMemsetAsync(flush_buf.data(), 0, flush_buf.bytes()));
             TESSERA_CUDA_CHECK(cudaEventRecord(e0));
             run_plan(c.entry, c.packed, c.membership, dp, prm);
             TESSERA_CUDA_CHECK(cudaEventRecord(e1));
