@@ -28,6 +28,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; L="$OUT/logs"; mkdir -p "$L"
 T0=$(date +%s); stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+. bench/gpu_steps.sh
 DEPS="$PWD/.deps/root/usr"
 export LD_LIBRARY_PATH="$DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 NVCC="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
@@ -98,14 +99,5 @@ if [ -n "${NCU_FAMILIES:-}" ] && [ -z "${QUICK:-}" ]; then  # Nsight Compute on 
     --out /tmp/tessera_ncu --data /tmp/tessera_ncu_data > "$OUT/ncu_details.csv" 2> "$L/ncu.err"
   stamp "ncu rc=$? ($(grep -c '^"' "$OUT/ncu_details.csv") csv lines)"; rm -rf /tmp/tessera_ncu_data
 fi
-if [ -n "${SAN_FILTER:-}" ] && [ -z "${QUICK:-}" ]; then
-  for tool in memcheck racecheck synccheck; do
-    ( timeout "${SAN_TIMEOUT:-100}" compute-sanitizer --tool $tool --error-exitcode 9 "$T" --gtest_filter="$SAN_FILTER" \
-        > "$L/san_$tool.log" 2>&1; echo "rc=$?" >> "$L/san_$tool.log" ) &
-  done
-  wait
-  for tool in memcheck racecheck synccheck; do
-    stamp "$tool $(tail -1 "$L/san_$tool.log"): $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$L/san_$tool.log" | tail -1)"
-  done
-fi
+[ -n "${SAN_FILTER:-}" ] && [ -z "${QUICK:-}" ] && sanitize "$T" "$SAN_FILTER" "$L" "${SAN_TIMEOUT:-100}"
 tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$L"

@@ -19,6 +19,7 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
 L="$OUT/logs"; mkdir -p "$L"
 T0=$(date +%s); stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+. bench/gpu_steps.sh
 OUT="$L" scripts/gpu_check.sh -j 16 -L gpu --timeout 240 > "$L/gpu_check.log" 2>&1
 stamp "build + ctest -L gpu rc=$?"; grep -E "gpu build|tests passed|tests failed|\(Failed\)|Timeout" "$L/gpu_check.log" | head -20
 B=build/gpu/bin
@@ -59,26 +60,13 @@ if [ -n "${BENCH_FAMILIES:-}" ]; then
   stamp "bench --families $BENCH_FAMILIES rc=$?"; grep -E "TFLOP|rror" "$L/bench_families.log" | cut -c1-120 | head -70
   rm -rf /tmp/tessera_bench_f
 fi
-# profile_pass <file> <end> <passes> [extra args...]: resumable passes until <end> (epoch seconds)
-profile_pass() {
-  local pf=$1 end=$2 pl=$3 pass split n left; shift 3
-  local extra=("$@") passes
-  IFS=';' read -ra passes <<< "$pl"
-  for pass in "${passes[@]}"; do
-    read -r split n <<< "$pass"
-    left=$(( end - $(date +%s) )); [ "$left" -le 15 ] && break
-    timeout "$left" $B/tessera profile --out "$pf" --reps 3 --splits "$split" --cases-per-split "$n" \
-      ${FAMILIES:+--families $FAMILIES} "${extra[@]}" >> "$L/profile.log" 2>&1
-    stamp "profile $(basename "$pf") --splits $split --cases-per-split $n rc=$? ($(cat "$pf" 2>/dev/null | wc -l) records)"
-  done
-}
 PF="$OUT/profile_whole.jsonl"
 WHOLE_END=$(( T0 + ${WHOLE_END_S:-${PROFILE_END:-480}} ))  # WHOLE_END_S: leave the rest to CASE_PASSES
-profile_pass "$PF" "$WHOLE_END" "${PASSES:-evaluation 2;profiling 3;profiling 6;evaluation 4;profiling 10;profiling 20}" \
+profile_passes "$PF" "$L/profile.log" "$WHOLE_END" "${PASSES:-evaluation 2;profiling 3;profiling 6;evaluation 4;profiling 10;profiling 20}" \
   --whole-requests ${PLANS:+--plans "$PLANS"}
 if [ -n "${CASE_PASSES:-}" ]; then
   PC="$OUT/profile_cases.jsonl"
-  profile_pass "$PC" "$(( T0 + ${PROFILE_END:-480} ))" "$CASE_PASSES" ${CASE_PLANS:+--plans "$CASE_PLANS"}
+  profile_passes "$PC" "$L/profile.log" "$(( T0 + ${PROFILE_END:-480} ))" "$CASE_PASSES" ${CASE_PLANS:+--plans "$CASE_PLANS"}
   [ -f "$PC" ] && gzip -f "$PC"
 fi
 grep -c invalid "$L/profile.log"; grep "invalid" "$L/profile.log" | head -5

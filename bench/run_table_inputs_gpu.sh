@@ -26,6 +26,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; L="$OUT/logs"; mkdir -p "$L"
 T0=$(date +%s); stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+. bench/gpu_steps.sh
 export LD_LIBRARY_PATH="$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 T=build/gpu/tests/tessera_tests_gpu
 B=build/gpu/bin
@@ -40,17 +41,7 @@ if [ "${TESTS:-}" != none ]; then
   stamp "kernel tests rc=$?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$L/kernel_tests.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED  \]' "$L/kernel_tests.log" | head -10
 fi
-if [ -n "${SAN_FILTER:-}" ]; then
-  for tool in memcheck racecheck synccheck; do
-    ( timeout "${SAN_TIMEOUT:-100}" compute-sanitizer --tool $tool --error-exitcode 9 "$T" --gtest_filter="$SAN_FILTER" \
-        > "$L/san_$tool.log" 2>&1; echo "rc=$?" >> "$L/san_$tool.log" ) &
-  done
-  wait $(jobs -p | grep -v "^$GEN$")
-  for tool in memcheck racecheck synccheck; do
-    stamp "$tool $(tail -1 "$L/san_$tool.log"): $(grep -h -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$L/san_$tool.log" | tail -1)"
-    grep -E "Race reported" "$L/san_$tool.log" | sort | uniq -c | head -5 | cut -c1-200
-  done
-fi
+[ -n "${SAN_FILTER:-}" ] && sanitize "$T" "$SAN_FILTER" "$L" "${SAN_TIMEOUT:-100}"
 if [ -n "${NCU_FAMILIES:-}" ]; then  # where the named kernels' cycles go
   timeout 120 ncu --clock-control none --kernel-name regex:attention_kernel --launch-count "${NCU_LAUNCHES:-4}" \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
@@ -72,22 +63,12 @@ if [ "$left" -gt 15 ]; then
     > "$L/profile_generic.log" 2>&1
   stamp "profile --masks rc=$? ($(cat "$PG" 2>/dev/null | wc -l) records)"
 fi
-# passes <file> <log> <"split n;..."> [extra profile arguments]: resumable passes until PROFILE_END
-passes() {
-  local pf=$1 log=$2 pass split n left list; IFS=";" read -ra list <<< "$3"; shift 3
-  for pass in "${list[@]}"; do
-    read -r split n <<< "$pass"
-    left=$(( T0 + ${PROFILE_END:-580} - $(date +%s) )); [ "$left" -le 15 ] && break
-    timeout "$left" $B/tessera profile --out "$pf" --reps 3 --splits "$split" --cases-per-split "$n" \
-      ${FAMILIES:+--families $FAMILIES} --plans "$PLANS" "$@" >> "$log" 2>&1
-    stamp "profile $(basename "$pf") --splits $split --cases-per-split $n rc=$? ($(cat "$pf" 2>/dev/null | wc -l) records)"
-  done
-}
 PC="$OUT/profile_cases.jsonl"
 [ -n "${RESUME_CASES:-}" ] && gunzip -c "$RESUME_CASES" > "$PC"
-passes "$PC" "$L/profile_cases.log" "${CASE_PASSES:-}"
+END=$(( T0 + ${PROFILE_END:-580} ))
+profile_passes "$PC" "$L/profile_cases.log" "$END" "${CASE_PASSES:-}" --plans "$PLANS"
 PW="$OUT/profile_whole.jsonl"
-passes "$PW" "$L/profile_whole.log" "${WHOLE_PASSES:-}" --whole-requests
+profile_passes "$PW" "$L/profile_whole.log" "$END" "${WHOLE_PASSES:-}" --plans "$PLANS" --whole-requests
 grep -h -c invalid "$L"/profile_*.log 2>/dev/null
 for f in "$PG" "$PC" "$PW"; do [ -f "$f" ] && gzip -f "$f"; done
 tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$L"
