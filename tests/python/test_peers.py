@@ -552,6 +552,27 @@ def test_ablation_direct_plan_is_the_first_direct_mapping_in_list_order():
     assert AB.direct_plan(["sm90a.mma.bf16.d128.q16d.kv160d.g1.tasc.split1.s2.w1"], 16, 16) is None
 
 
+def test_ablation_baseline_falls_back_to_the_least_transformed_plan():
+    direct = "sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4"
+    assert AB.baseline_plan([direct], 64, 64) == (direct, "")
+    # 32 x 16: no such tile. q32r2.kv16d (ranks 1 + 0) beats q32d.kv16p4 (0 + 3) and q32c2.kv16p8 (2 + 3); of its two
+    # equal entries, the first in list order
+    plans = ["sm90a.wgmma.bf16.d128.q32c2.kv16p8.g1.tasc.split1.s1.w8",
+             "sm90a.wgmma.bf16.d128.q32d.kv16p4.g1.tasc.split1.s2.w8",
+             "sm90a.mma.bf16.d128.q32r2.kv16d.g1.tasc.split2.s2.w1",
+             "sm90a.mma.bf16.d128.q32r2.kv16d.g1.tasc.split1.s2.w1"]
+    plan, note = AB.baseline_plan(plans, 32, 16)
+    assert plan == plans[2] and "no Direct plan" in note and "q32r2.kv16d" in note
+    # without any Refined/Direct pair: the lowest rank sum (d + p = 3 < c + p = 5)
+    plan, _ = AB.baseline_plan(plans[:2], 32, 16)
+    assert plan == plans[1]
+    # larger tile on equal ranks: q32d.kv16p8 (32 x 128) over q32d.kv16p4 (32 x 64)
+    p8 = "sm90a.wgmma.bf16.d128.q32d.kv16p8.g1.tasc.split1.s1.w8"
+    assert AB.baseline_plan([plans[1], p8], 32, 16)[0] == p8
+    assert AB.baseline_plan(["garbage", "sm90a.mma.bf16.d128.q16d.kv16d.g1.tasc.split1.s2.w1"], 32, 16) == \
+        (None, "no eligible plan parses")
+
+
 def test_ablation_summary_medians_speedups_and_markdown():
     rows = []
     for fam, a0, a2 in (("Q64K64", 2.0, 1.0), ("Q16K16", 8.0, 2.0)):
