@@ -342,7 +342,10 @@ def _measure(run: Run, a: argparse.Namespace) -> None:
                       "VariableBlockSparseAttentionWrapper; the row is the faster correct form; plan() (and the "
                       "mask -> BSR conversion) inside the request",
         "flex": "torch.compile(flex_attention), one compiled function per configuration, dynamo limits raised; "
-                "BlockMask.from_kv_blocks(..., seq_lengths=(N, N)) built inside the request",
+                "BlockMask.from_kv_blocks(..., seq_lengths=(N, N)) built inside the request; an N that is not a "
+                "multiple of lcm(B_Q, B_KV, 128) also screens the padded form (q, k, v zero-padded to N', "
+                "seq_lengths=(N', N'), the tail "
+                "block partial with mask_mod kv_idx < N; the copy inside the request)",
         "cudnn": "SDPA with SDPBackend.CUDNN_ATTENTION only, dense workload only",
         "inputs": "q, k, v ~ N(0, 1) bf16 from torch.Generator(device).manual_seed(qkv_seed), [H, N, D]; per-head "
                   "masks from numpy PCG64(mask_seed) (bench/peers/workloads.py)",

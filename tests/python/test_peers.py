@@ -1,7 +1,8 @@
 """CPU tests of the peer scoreboard's pieces that need no GPU (bench/peers): mask recipes, exact TF/s accounting for
 ragged tails, the JSON schema and merging, RESULTS.md and chart generation from a JSON file, the run's command line
-and its all-'not run' skeleton, the interleaved timing and FlashInfer's per-form re-plan (fakes on the CPU). No GPU, no
-FlashInfer: numpy (matplotlib for the charts; torch where a test imports it).
+and its all-'not run' skeleton, the interleaved timing and FlashInfer's per-form re-plan (fakes on the CPU), Flex's
+padded form on a ragged N (the emulated Triton kernel of flex_emulation.py; the CPU kernel where inductor compiles).
+No GPU, no FlashInfer: numpy (matplotlib for the charts; torch where a test imports it).
 
 The documents built here are schema examples made up for the tests, not measurements."""
 import json
@@ -738,3 +739,188 @@ def test_flashinfer_forms_plan_again_before_the_interleaved_runs():
         fn()
     ms = fi.timer.interleaved_ms([fn], rounds=3, primes=[prime])
     assert len(ms) == 1 and ms[0] >= 0
+
+
+# ------------------------------------------------------------------------------------------------ Flex, ragged N
+def _flex_case(n, bq, bk, heads=2, d=16, seed=0):
+    """A small request on the CPU: a random [H, n_qb, n_kvb] mask (density ~0.4; kv block 0 in every row, so no row
+    is empty; the ragged kv block listed in the even rows only), q, k, v float32 [H, N, D] and the scoreboard's fp32
+    reference rows. Returns (torch, systems, gpu, case, flex) with flex = a Flex on a CPU Timer (1 rep each)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch.nn.attention.flex_attention")
+    from peers import gpu, systems
+
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.rand(heads, -(-n // bq), -(-n // bk), generator=g) < 0.4
+    mask[:, :, 0] = True
+    mask[:, 0::2, -1], mask[:, 1::2, -1] = True, False
+    hnd = tuple(torch.randn(heads, n, d, generator=g) for _ in range(3))
+    w = W.Workload("ragged", "families", n=n, heads=heads, head_dim=d, block_q=bq, block_kv=bk, mask_seed=1,
+                   qkv_seed=2, recipe="test")
+    ref = gpu.Reference(*hnd, mask, bq, bk, heads=list(range(heads)))
+    case = systems.Case(w=w, mask=mask, stats={"active_pairs": 1}, hnd=hnd, ref=ref)
+    timer = gpu.Timer(torch.device("cpu"), warm=0, reps=1, req_warm=0, req_reps=2)
+    return torch, systems, gpu, case, systems.Flex(timer)
+
+
+def _flex_reference(torch, case):
+    """float64 masked SDPA of the case: O [H, N, D]."""
+    w = case.w
+    tok = torch.arange(w.n)
+    allowed = case.mask[:, tok // w.block_q][:, :, tok // w.block_kv]
+    q, k, v = (x.double() for x in case.hnd)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+
+
+def _rel_err(a, b):
+    return float((a.double() - b).norm() / b.norm())
+
+
+def test_flex_candidates_offer_the_padded_form_only_for_a_ragged_n():
+    pytest.importorskip("torch")
+    from peers.systems import Flex
+
+    # whole blocks on both sides: the list as before, no padded form
+    b64, b32 = {"BLOCK_M": 64, "BLOCK_N": 64}, {"BLOCK_M": 64, "BLOCK_N": 32}
+    assert Flex.candidates(64, 64, 32768) == [(b64, "full"), (b32, "full"), (b64, "partial")]
+    assert Flex.candidates(128, 128, 115200) == [({}, "full"), ({"BLOCK_M": 128, "BLOCK_N": 128}, "full"),
+                                                 ({"BLOCK_M": 128, "BLOCK_N": 64}, "full"), ({}, "partial")]
+    assert Flex.candidates(384, 384, 115200)[0] == ({}, "full")
+    assert Flex.candidates(32, 16, 256) == [({"BLOCK_M": 32, "BLOCK_N": 16}, "full"), ({"BLOCK_M": 32, "BLOCK_N": 16},
+                                                                                        "partial")]
+    assert all(f != "padded" for n in (32768, 64 * 1182) for _, f in Flex.candidates(64, 64, n))
+    # ragged (Wan 720p; a 16-token block pair; N a multiple of B_KV but not of B_Q), or whole blocks but not whole
+    # 128-row kernel tiles (3 x 64): second, after the first full one
+    for bq, bk, n, n_pad in ((64, 64, 75600, 75648), (32, 16, 200, 256), (128, 64, 75584, 75648),
+                             (16, 64, 200, 256), (384, 384, 115456, 115584), (64, 64, 192, 256)):
+        c = Flex.candidates(bq, bk, n)
+        assert [f for _, f in c].count("padded") == 1 and c[1] == (c[0][0], "padded") and c[0][1] == "full", c
+        assert Flex.padded_len(bq, bk, n) == n_pad and n_pad % bq == 0 and n_pad % bk == 0 and n_pad % 128 == 0
+        # the rest of the list as for a whole number of blocks
+        assert c[:1] + c[2:] == Flex.candidates(bq, bk, n_pad)
+    assert Flex.padded_len(64, 64, 75648) == 75648
+
+
+def test_flex_padded_block_mask_lists_full_blocks_and_the_ragged_kv_block_as_partial():
+    torch, systems, _, _, flex = _flex_case(200, 16, 64)
+    # N = 200, B_Q = 16, B_KV = 64: N' = 256; 13 query blocks -> 16 (3 empty rows), 4 kv blocks (the last one 8
+    # tokens, 192..199)
+    mask = torch.zeros(2, 13, 4, dtype=torch.bool)
+    mask[0, 0, [0, 3]] = True          # the ragged block with a full one
+    mask[0, 1, 3] = True               # the ragged block alone
+    mask[0, 2, [2, 1]] = True          # no ragged block
+    mask[1, 12, :] = True              # every block, in the last real query block
+    bm = flex.block_mask(mask, 16, 64, 200, "padded")
+    assert bm.seq_lengths == (256, 256) and bm.BLOCK_SIZE == (16, 64)
+    assert tuple(bm.kv_indices.shape) == (1, 2, 16, 4) and tuple(bm.full_kv_indices.shape) == (1, 2, 16, 4)
+    assert bm.full_kv_num_blocks[0, 0, :4].tolist() == [1, 0, 2, 0]
+    assert bm.kv_num_blocks[0, 0, :4].tolist() == [1, 1, 0, 0]
+    assert bm.full_kv_indices[0, 0, 0, :1].tolist() == [0] and bm.full_kv_indices[0, 0, 2, :2].tolist() == [1, 2]
+    assert int(bm.kv_indices[0, 0, 0, 0]) == 3 and int(bm.kv_indices[0, 0, 1, 0]) == 3
+    assert int(bm.full_kv_num_blocks[0, 1, 12]) == 3 and int(bm.kv_num_blocks[0, 1, 12]) == 1
+    assert bm.full_kv_indices[0, 1, 12, :3].tolist() == [0, 1, 2] and int(bm.kv_indices[0, 1, 12, 0]) == 3
+    # the padding's query-block rows list nothing; totals: every active block once
+    assert int(bm.full_kv_num_blocks[..., 13:].sum()) == 0 and int(bm.kv_num_blocks[..., 13:].sum()) == 0
+    assert int(bm.full_kv_num_blocks.sum() + bm.kv_num_blocks.sum()) == int(mask.sum()) == 9
+    # the mask_mod keeps the real keys only, and is the same function for every request of one N (no recompile)
+    assert bool(bm.mask_mod(0, 0, torch.tensor(0), torch.tensor(199)))
+    assert not bool(bm.mask_mod(0, 0, torch.tensor(0), torch.tensor(200)))
+    assert flex.block_mask(mask, 16, 64, 200, "padded").mask_mod is bm.mask_mod
+    assert flex.kv_below(201) is not bm.mask_mod and flex.kv_below(200) is bm.mask_mod
+
+    # kv columns widened: B_Q = 64, B_KV = 16 -> 13 kv blocks (the last 8 tokens) of 16 in N' = 256
+    m2 = torch.zeros(1, 4, 13, dtype=torch.bool)
+    m2[0, 3, [5, 12]] = True
+    bm = flex.block_mask(m2, 64, 16, 200, "padded")
+    assert bm.seq_lengths == (256, 256) and tuple(bm.kv_indices.shape) == (1, 1, 4, 16)
+    assert int(bm.full_kv_num_blocks[0, 0, 3]) == 1 and int(bm.full_kv_indices[0, 0, 3, 0]) == 5
+    assert int(bm.kv_num_blocks[0, 0, 3]) == 1 and int(bm.kv_indices[0, 0, 3, 0]) == 12
+
+    # N a multiple of B_KV, not of B_Q (192 = 3 x 64 = 1.5 x 128): only query rows padded, every block full
+    m3 = torch.ones(1, 2, 3, dtype=torch.bool)
+    bm = flex.block_mask(m3, 128, 64, 192, "padded")
+    assert bm.seq_lengths == (256, 256) and int(bm.kv_num_blocks.sum()) == 0
+    assert bm.full_kv_num_blocks[0, 0].tolist() == [3, 3] and tuple(bm.full_kv_indices.shape) == (1, 1, 2, 4)
+
+
+@pytest.mark.parametrize("bq,bk,block_n", [(32, 16, 16), (32, 64, 64), (32, 64, 32), (16, 64, 64), (64, 16, 16)])
+def test_flex_padded_form_computes_the_masked_attention(bq, bk, block_n):
+    """Through the emulated Triton kernel (flex_emulation.py; keys past N' read as NaN when N' % 128 == 0, as the
+    kernel would read past the tensors): the padded form's O, sliced to N rows, equals the float64 masked SDPA. The
+    same lists with the ragged block listed as full (the padded zero keys counted) must not."""
+    from flex_emulation import flex_triton_emulation
+
+    n = 200
+    torch, systems, _, case, flex = _flex_case(n, bq, bk)
+    n_pad = systems.Flex.padded_len(bq, bk, n)
+    xs = flex.inputs(case, "padded")
+    assert all(tuple(x.shape) == (1, 2, n_pad, 16) for x in xs)
+    assert all(bool((x[:, :, n:] == 0).all()) and torch.equal(x[0, :, :n], y) for x, y in zip(xs, case.hnd))
+    bm = flex.block_mask(case.mask, bq, bk, n, "padded")
+    ref = _flex_reference(torch, case)
+    o = flex_triton_emulation(*xs, bm, block_n=block_n)[0, :, :n]
+    assert bool(torch.isfinite(o).all()) and _rel_err(o, ref) < 1e-12
+    # wrong: the ragged kv block full (no mask_mod), same N' and lists
+    wide = torch.zeros(2, n_pad // bq, n_pad // bk, dtype=torch.bool)
+    wide[:, :case.mask.shape[1], :case.mask.shape[2]] = case.mask
+    wrong = flex.block_mask(wide, bq, bk, n_pad, "full")
+    assert wrong.seq_lengths == bm.seq_lengths
+    assert _rel_err(flex_triton_emulation(*xs, wrong, block_n=block_n)[0, :, :n], ref) > 1e-2
+
+
+def test_flex_run_pads_once_outside_the_kernel_and_reports_the_padding():
+    """Flex.run on the CPU with the emulated kernel as the compiled function: the screen picks the padded form (the
+    unpadded call made slower, as the bounds checks make it on the GPU); the kernel callable reuses one padded copy,
+    each request pads and builds its BlockMask anew; O goes to the checks sliced to N rows; form and note say so."""
+    import time
+
+    from flex_emulation import flex_triton_emulation
+
+    n, bq, bk = 200, 32, 64
+    torch, systems, _, case, flex = _flex_case(n, bq, bk, seed=3)
+    calls = []
+
+    def compiled(opts):
+        def fn(q, k, v, bm):
+            calls.append((q, bm))
+            if q.shape[2] % 128:
+                time.sleep(0.05)
+            return flex_triton_emulation(q, k, v, bm, block_n=opts["BLOCK_N"]).to(q.dtype)
+        return fn
+
+    flex.compiled = compiled
+    ref = _flex_reference(torch, case)
+    case.tessera_out = ref.float()  # rel_l2_vs_tessera compares whole [H, N, D] outputs: O must be N rows
+    row = flex.run(case, 2)
+    assert [c["form"] for c in row["candidates"]] == ["full", "padded"]
+    assert row["form"] == ("BLOCK_M=32, BLOCK_N=64; full blocks, N = 200 padded to 256 tokens (zero rows); the tail "
+                           "kv block 3 partial with mask_mod kv_idx < N")
+    assert "padded to 256 tokens" in row["note"] and "FAILS" not in row["note"]
+    assert row["rel_l2"] < 1e-5 and row["rel_l2_vs_tessera"] < 1e-6
+    # calls: full (1 first + 1 warm-up + 3 screened), padded (1 + 1 + 3), 2 requests, 1 timed kernel call, the O call
+    assert len(calls) == 14
+    padded = calls[5:]
+    q0 = padded[0][0]
+    assert q0.shape[2] == 256 and all(q.shape[2] == 256 and bm.seq_lengths == (256, 256) for q, bm in padded)
+    assert all(q is q0 for q, _ in padded[:5]) and padded[12 - 5][0] is q0 and padded[13 - 5][0] is q0
+    req = padded[5:7]
+    assert all(q is not q0 for q, _ in req) and req[0][0] is not req[1][0] and req[0][1] is not req[1][1]
+    kernel_fn = row["_kernel_fn"]
+    kernel_fn()
+    assert calls[-1][0] is q0 and calls[-1][1] is calls[-2][1]
+
+
+def test_flex_padded_form_with_the_real_kernel_on_the_cpu():
+    """The padded form through torch.compile(flex_attention) on the CPU (inductor's C++ kernel, not the GPU's
+    Triton one), B_KV = 16 with a 8-token ragged block: the row's O matches the masked attention."""
+    n, bq, bk = 200, 32, 16
+    torch, systems, _, case, flex = _flex_case(n, bq, bk, seed=5)
+    flex.candidates = lambda a, b, c: [x for x in systems.Flex.candidates(a, b, c) if x[1] == "padded"]
+    case.tessera_out = _flex_reference(torch, case).float()
+    try:
+        row = flex.run(case, 1)
+    except RuntimeError as ex:  # no C++ toolchain for inductor here
+        if "Compile" in str(ex) or "Inductor" in str(ex):
+            pytest.skip(f"FlexAttention does not compile on this CPU: {str(ex)[:120]}")
+        raise
+    assert "padded to 256 tokens" in row["form"] and row["rel_l2_vs_tessera"] < 1e-5 and row["rel_l2"] < 1e-5
