@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from peers import report, schema  # noqa: E402
 from peers import corpus_requests  # noqa: E402
+from peers.paths import out_dir_error  # noqa: E402
 from peers.corpus_requests import CORPUS_FAMILIES  # noqa: E402
 from peers.workloads import REPO, STA_CASE, Workload, all_workloads, mask_stats, select  # noqa: E402
 
@@ -126,8 +127,16 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
     for f in a.corpus_families:
         if f not in CORPUS_FAMILIES:
             ap.error(f"--corpus-families: unknown family {f!r} (known: {', '.join(CORPUS_FAMILIES)})")
-    st, _, sl = a.sta_case.partition("_")
+    st, sep, sl = a.sta_case.partition("_")
+    if not (sep and st.isdigit() and sl.isdigit()) or not (0 <= int(st) < 50 and 0 <= int(sl) < 60):
+        ap.error(f"--sta-case: STEP_LAYER with a denoising step in 0..49 and a layer in 0..59 (the HunyuanVideo "
+                 f"table), got {a.sta_case!r}")
     a.sta_case = (int(st), int(sl))
+    if not a.workloads.strip():
+        ap.error("--workloads: empty (names or groups, comma-separated; 'all' for every workload)")
+    for opt, d in (("--corpus-dir", a.corpus_dir), ("--tessera-module-dir", a.tessera_module_dir)):
+        if d is not None and not os.path.isdir(d):
+            ap.error(f"{opt}: {d!r} is not a directory")
     return a
 
 
@@ -214,9 +223,11 @@ class Run:
         self.rev = revision(a.revision)
         now = _dt.datetime.now(_dt.timezone.utc)
         self.date = now.strftime("%Y-%m-%d")
-        os.makedirs(a.out, exist_ok=True)
-        self.path = os.path.join(a.out, f"{self.date}_{self.rev}.json")
         self.workloads = select(all_workloads(a.scale, a.sta_case, a.sta_table, **corpus_source(a)), a.workloads)
+        err = out_dir_error(a.out)  # after the workloads: a bad --workloads leaves no directory behind
+        if err:
+            raise ValueError(err)
+        self.path = os.path.join(a.out, f"{self.date}_{self.rev}.json")
         self.doc: Dict[str, Any] = {
             "schema": schema.SCHEMA, "revision": self.rev, "gpu": None, "date": self.date,
             "timestamp": now.isoformat(timespec="seconds"),
@@ -267,7 +278,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     signal.signal(signal.SIGTERM, _on_signal)
     try:
         run = Run(a)
-    except ValueError as ex:  # e.g. --workloads naming no workload (select); raised before the skeleton is written
+    except ValueError as ex:  # --workloads naming no workload (select), a bad --out; before the skeleton is written
         print(f"peers: error: {ex}", file=sys.stderr)
         return 2
     print(f"peers: {len(run.workloads)} workloads x {len(a.systems)} systems, budget {a.seconds:.0f} s, "

@@ -194,9 +194,23 @@ Selection default_selection(std::span<const CatalogEntry> entries, const std::st
     d = default_plan(entries, request);
     if (cache) cache->defaults.emplace(fingerprint, d);
   }
-  if (!d)
+  if (!d) {
+    // A head_dim no kernel of this dtype has is the user's q, not the block geometry: say so, with what there is.
+    std::vector<int> dims;
+    for (const CatalogEntry& e : entries)
+      if (e.dtype == request.dtype && std::find(dims.begin(), dims.end(), e.head_dim) == dims.end())
+        dims.push_back(e.head_dim);
+    std::sort(dims.begin(), dims.end());
+    if (!dims.empty() && std::find(dims.begin(), dims.end(), request.head_dim) == dims.end()) {
+      std::string served;
+      for (int x : dims) served += (served.empty() ? "" : ", ") + std::to_string(x);
+      throw Error(ErrorCode::kUnsupported, "q",
+                  "head_dim " + std::to_string(request.head_dim) + " is not served: this build's kernels have head_dim " +
+                      served + "; see `tessera inspect catalog`");
+    }
     throw Error(ErrorCode::kUnsupported, "request",
                 "no kernel of this build serves key " + key + " (dtype, head_dim, block geometry); see `tessera inspect catalog`");
+  }
   Selection sel;
   sel.plan = *d;
   sel.plan_id = plan_id(*d);
@@ -239,6 +253,7 @@ RequestSelections select_for_every_regime(std::span<const CatalogEntry> entries,
     } catch (const Error& e) {
       r.by_leaf.emplace_back(std::nullopt);
       r.error = e.message();
+      r.error_argument = e.argument();
     }
   };
   if (r.tree) {
@@ -257,7 +272,7 @@ RequestSelections select_for_every_regime(std::span<const CatalogEntry> entries,
 
 const Selection& RequestSelections::select(const FeatureVector& features) const {
   const std::optional<Selection>& s = tree ? by_leaf[static_cast<std::size_t>(table->leaf(*tree, features))] : by_leaf.front();
-  if (!s) throw Error(ErrorCode::kUnsupported, "request", error);
+  if (!s) throw Error(ErrorCode::kUnsupported, error_argument, error);
   return *s;
 }
 

@@ -98,8 +98,9 @@ struct RequestSelections {
   /// Per leaf of `tree` (one entry, the default plan, when tree is null); nullopt: no plan at all is eligible there.
   std::vector<std::optional<Selection>> by_leaf;
   std::string error;                   ///< select_plan's message for the leaves without a plan
+  std::string error_argument = "request";  ///< and the argument it names ("q" for a head_dim no kernel has)
   /// select_plan(entries, table, request, features, cache) for the entries and cache this was built from; throws
-  /// Error(kUnsupported, "request") where select_plan does.
+  /// select_plan's Error(kUnsupported, error_argument, error) where select_plan does.
   const Selection& select(const FeatureVector& features) const;
 };
 

@@ -188,13 +188,31 @@ TEST(Selector, WalksTheRankingSkippingIneligiblePlans) {
 }
 
 TEST(Selector, NoKernelForTheKeyIsAPreciseError) {
+  // A head_dim no kernel has: the error names q and lists the head_dims the build serves for the dtype.
   try {
     select_plan(catalog(), nullptr, req(64, 64, DType::kBFloat16, 96), kFeatures);
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_EQ(e.argument(), "q");
+    EXPECT_NE(e.message().find("head_dim 96 is not served"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("kernels have head_dim 64, 128"), std::string::npos) << e.message();
+  }
+  // A served head_dim on an architecture with no kernel of that family (sm80 has mma.sync only; restricted here to
+  // the wgmma entries): the key-level error.
+  std::vector<CatalogEntry> wgmma;
+  for (const CatalogEntry& e : catalog())
+    if (e.family == KernelFamily::kWgmma) wgmma.push_back(e);
+  ASSERT_FALSE(wgmma.empty());
+  auto r = req(64, 64);
+  r.arch = Arch::kSm80;
+  try {
+    select_plan(wgmma, nullptr, r, kFeatures);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
     EXPECT_EQ(e.argument(), "request");
-    EXPECT_NE(e.message().find("sm90a.bf16.d96.q64.kv64"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("sm80.bf16.d128.q64.kv64"), std::string::npos) << e.message();
   }
 }
 
@@ -272,7 +290,7 @@ TEST(Selector, EveryRegimeMemoKeepsTheNoKernelError) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
-    EXPECT_EQ(e.argument(), "request");
+    EXPECT_EQ(e.argument(), "q");  // head_dim 96: no kernel has it
     EXPECT_EQ(e.message(), want);
   }
 }

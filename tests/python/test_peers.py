@@ -675,7 +675,9 @@ def test_run_refuses_bad_numbers_and_writes_nothing_without_its_gpu(tmp_path, mo
 
     for bad in (["--seconds", "0"], ["--request-reps", "-2"], ["--warmup", "-1"], ["--sweep-seconds", "-1"],
                 ["--sweep-max-plans", "-1"], ["--flex-candidates", "-1"], ["--fi-jit-timeout", "0"],
-                ["--scale", "0"], ["--scale", "2"], ["--device", "tpu"], ["--fi-forms", "bogus"]):
+                ["--scale", "0"], ["--scale", "2"], ["--device", "tpu"], ["--fi-forms", "bogus"],
+                ["--sta-case", "abc"], ["--sta-case", "20"], ["--sta-case", "99_99"], ["--workloads", ""],
+                ["--corpus-dir", str(tmp_path / "none")], ["--tessera-module-dir", str(tmp_path / "none")]):
         with pytest.raises(SystemExit):
             run.parse(["--out", str(tmp_path)] + bad)
         assert bad[0] in capsys.readouterr().err
@@ -684,6 +686,11 @@ def test_run_refuses_bad_numbers_and_writes_nothing_without_its_gpu(tmp_path, mo
     out = tmp_path / "peers"
     assert run.main(["--out", str(out), "--workloads", "Q16K16"]) == 1
     assert "no CUDA device" in capsys.readouterr().err and not out.exists()
+    # --out that is a file: a message naming it, nothing measured (the CPU smoke path, stopped before any workload)
+    f = tmp_path / "a_file"
+    f.write_text("x")
+    assert run.main(["--out", str(f), "--device", "cpu", "--workloads", "Q16K16"]) == 2
+    assert "--out" in capsys.readouterr().err and f.read_text() == "x"
 
 
 # ------------------------------------------------------------------------------------------------ FlashInfer forms
