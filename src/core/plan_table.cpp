@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "core/catalog.hpp"
 #include "core/json_number.hpp"
 #include "core/plan.hpp"
 #include "tessera/error.hpp"
@@ -33,8 +34,8 @@ Feature feature_named(const std::string& name, const std::string& where) {
   }
 }
 
-/// The tree's key parses and belongs to the table's arch; every ranked plan id that parses serves that key
-/// (an id this build cannot parse is left to the selector, which skips it).
+/// The tree's key parses and belongs to the table's arch; every ranked plan id that parses serves that key with a
+/// kernel family that targets the arch (an id this build cannot parse is left to the selector, which skips it).
 void check_tree_key(const RegimeTree& t, const std::string& table_arch) {
   const std::optional<RequestKey> key = parse_request_key(t.key);
   if (!key) bad("tree key '" + t.key + "' is not \"<arch>.<dtype>.d<D>.q<B_Q>.kv<B_KV>\" (e.g. sm90a.bf16.d128.q64.kv64)");
@@ -52,6 +53,9 @@ void check_tree_key(const RegimeTree& t, const std::string& table_arch) {
       if (plan_key != t.key)
         bad("tree '" + t.key + "' leaf " + std::to_string(l) + " ranks plan '" + id + "' of another key ('" +
             plan_key + "')");
+      if (!family_targets(p.family, p.arch))
+        bad("tree '" + t.key + "' leaf " + std::to_string(l) + " ranks plan '" + id + "' of the " +
+            std::string(family_name(p.family)) + " family, which has no kernels for " + table_arch);
     }
   }
 }

@@ -189,6 +189,10 @@ TEST(PlanTableArtifact, RejectsUnknownArchBadKeysAndPlansOfAnotherKey) {
   expect_format_error(one_tree_table("sm90a", kKey, {"sm80.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4"}),
                       "leaf 0 ranks plan 'sm80.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4' of another key "
                       "('sm80.bf16.d128.q64.kv64')");
+  // a family with no kernels for the arch (wgmma is sm_90a only): the table of a user who edited an sm90a table
+  const std::string sm80_wgmma = "sm80.wgmma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w8";
+  expect_format_error(one_tree_table("sm80", "sm80.bf16.d128.q64.kv64", {sm80_wgmma}),
+                      "leaf 0 ranks plan '" + sm80_wgmma + "' of the wgmma family, which has no kernels for sm80");
   for (const char* other : {"sm90a.mma.f16.d128.q64d.kv64d.g1.tasc.split1.s2.w4",   // dtype
                             "sm90a.mma.bf16.d64.q64d.kv64d.g1.tasc.split1.s2.w4",   // head_dim
                             "sm90a.mma.bf16.d128.q32d.kv64d.g1.tasc.split1.s2.w4",  // B_Q
