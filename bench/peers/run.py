@@ -455,6 +455,10 @@ def _measure(run: Run, a: argparse.Namespace) -> None:
             if s == "cudnn" and w.group != "dense":
                 run.put(live["cudnn"].run(case))
                 continue
+            if s == "tessera-best" and not cuda:  # the sweep forces plans through the GPU runtime's eligibility
+                run.put(schema.error_row(w.name, s, "not applicable: the plan sweep needs the GPU runtime "
+                                                    "(--device cuda)"))
+                continue
             est = estimate_s(s, w, stats, a)
             if run.left() < est:
                 run.put(schema.error_row(w.name, s, f"{schema.NOT_RUN}: time budget ({run.left():.0f} s left, this "
