@@ -128,7 +128,6 @@ class FlexBackend(Backend):
         self.calls = 0
         self.n: Optional[int] = None  # real tokens of the last gather (its tensors hold padded_len(n) rows)
         self._perm: Optional[tuple] = None  # (perm, padded perm) of the last gather
-        self._mask_mods: Dict[int, Callable] = {}
 
     def padded_len(self, n: int) -> int:
         return -(-n // self.block) * self.block
@@ -162,14 +161,6 @@ class FlexBackend(Backend):
     def as_bshd(self, x):
         return x[:, :, :self.real_len(x)].transpose(1, 2)
 
-    def _kv_below(self, n: int) -> Callable:
-        if n not in self._mask_mods:  # one function per N (a new closure every call would be a new guard)
-            def kv_below(b, h, q_idx, kv_idx):
-                return kv_idx < n
-
-            self._mask_mods[n] = kv_below
-        return self._mask_mods[n]
-
     def block_mask(self, counts, idx, n: int):
         """BlockMask of the index lists for n real tokens (tensors of padded_len(n) rows)."""
         nb, k = -(-n // self.block), idx.shape[-1]
@@ -187,7 +178,7 @@ class FlexBackend(Backend):
                                                           seq_lengths=(n, n), compute_q_blocks=False)
             return self.flex.BlockMask.from_kv_blocks(counts, kv, BLOCK_SIZE=bs, seq_lengths=(n, n),
                                                       compute_q_blocks=False)
-        mm = self._kv_below(n)
+        mm = self.flex.kv_below(n)  # one function per N (a new closure every call would be a new guard)
         if self.form == "full":
             at = (counts.long() - 1).clamp(min=0).unsqueeze(-1)
             has_last = ((kv.gather(-1, at).squeeze(-1) == nb - 1) & (counts > 0)).to(torch.int32)

@@ -88,8 +88,9 @@ def baseline_plan(plans: Sequence[str], block_q: int, block_kv: int) -> Tuple[Op
             best, key = p, k
     if best is None:
         return None, "no eligible plan parses"
+    mappings = ".".join(best.split(".")[4:6])  # q<B_Q><map>.kv<B_KV><map>
     return best, (f"no Direct plan (the catalog has no {block_q} x {block_kv} tile): A0 = the least-transformed "
-                  f"plan, {best.split('.')[4]}.{best.split('.')[5]}")
+                  f"plan, {mappings}")
 
 
 def amortised(cold: float, warm: float, passes: int = 4) -> float:

@@ -273,6 +273,14 @@ class Flex:
             self._mask_mods[n] = kv_below
         return self._mask_mods[n]
 
+    @staticmethod
+    def index_lists(m: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """kv_num_blocks (int32 [1, H, n_qb]) and kv_indices (int32 [1, H, n_qb, n_kvb]: each row's active blocks
+        first, ascending, by a stable argsort) of a dense block mask m [1, H, n_qb, n_kvb] bool."""
+        counts = m.sum(-1, dtype=torch.int32)
+        idx = torch.argsort(m.to(torch.int8), dim=-1, descending=True, stable=True).to(torch.int32)
+        return counts, idx
+
     def padded_block_mask(self, mask: torch.Tensor, bq: int, bk: int, n: int):
         """The padded form's BlockMask for n real tokens of N' = padded_len(bq, bk, n): mask [H, n_qb, n_kvb] bool
         widened with empty query-block rows and kv-block columns to [H, N' / bq, N' / bk]; every listed block full
@@ -285,8 +293,7 @@ class Flex:
             m = mask.new_zeros(h, n_pad // bq, n_pad // bk)
             m[:, :nq, :nk] = mask
         m = m.unsqueeze(0)
-        counts = m.sum(-1, dtype=torch.int32)
-        idx = torch.argsort(m.to(torch.int8), dim=-1, descending=True, stable=True).to(torch.int32)
+        counts, idx = self.index_lists(m)
         bs, lens = (bq, bk), (n_pad, n_pad)
         if n % bk == 0:  # no kv block holds padded keys (only query rows are padded): all full
             return self.BlockMask.from_kv_blocks(torch.zeros_like(counts), idx, counts, idx, BLOCK_SIZE=bs,
@@ -304,9 +311,7 @@ class Flex:
         "padded" (padded_block_mask)."""
         if form == "padded":
             return self.padded_block_mask(mask, bq, bk, n)
-        m = mask.unsqueeze(0)
-        counts = m.sum(-1, dtype=torch.int32)
-        idx = torch.argsort(m.to(torch.int8), dim=-1, descending=True, stable=True).to(torch.int32)
+        counts, idx = self.index_lists(mask.unsqueeze(0))
         if form == "full":  # every listed block is complete: no mask_mod inside blocks
             return self.BlockMask.from_kv_blocks(torch.zeros_like(counts), idx, counts, idx, BLOCK_SIZE=(bq, bk),
                                                  seq_lengths=(n, n))
