@@ -31,6 +31,12 @@ struct StaPlan {
   std::vector<int> steps;        // sparse steps
   int dense_cases;               // step-0 cases (all heads dense), on the first layers
   std::vector<std::pair<int, int>> fine128, fine64;  // (step, layer)
+  // Appended later (generation 1, after every original case): more 64x64 re-expressions, so that the plan table
+  // sees enough of the source where 64-token STA blocks want other plans than 384-token ones (bench/NOTES.md,
+  // session 18: two b64 cases, one per split, could not form a leaf).
+  std::vector<std::pair<int, int>> appended_fine64;
+  int original() const { return dense_cases + int(layers.size() * steps.size() + fine128.size() + fine64.size()); }
+  int total() const { return original() + int(appended_fine64.size()); }
 };
 
 StaPlan sta_plan(bool small) {
@@ -48,6 +54,8 @@ StaPlan sta_plan(bool small) {
     p.dense_cases = 2;
     p.fine128 = {{20, 0}, {30, 6}, {45, 12}, {20, 30}, {30, 36}, {45, 42}, {30, 54}, {45, 59}};
     p.fine64 = {{30, 6}, {45, 59}};
+    // Layers at even positions of `layers` are profiling, odd ones evaluation (sta_chunk_position).
+    p.appended_fine64 = {{20, 0}, {40, 24}, {25, 48}, {35, 12}, {20, 18}, {40, 42}, {25, 54}, {35, 30}};
   }
   return p;
 }
@@ -124,23 +132,26 @@ std::string notes_json(const HeadNotes& notes) {
 
 // Where case `index` of the real STA family sits: denoising step, layer (its chunk), refinement factor of B=384.
 struct StaCoords {
-  int step, layer, factor;
+  int step, layer, factor, generation;
 };
 
 StaCoords sta_coords(const StaPlan& p, int index) {
   const int native = int(p.layers.size() * p.steps.size());
   StaCoords c{};
   if (index < p.dense_cases) {
-    c = {0, p.layers[std::size_t(index)], 1};
+    c = {0, p.layers[std::size_t(index)], 1, 0};
   } else if (index < p.dense_cases + native) {
     const int i = index - p.dense_cases;
-    c = {p.steps[std::size_t(i) % p.steps.size()], p.layers[std::size_t(i) / p.steps.size()], 1};
+    c = {p.steps[std::size_t(i) % p.steps.size()], p.layers[std::size_t(i) / p.steps.size()], 1, 0};
   } else if (index < p.dense_cases + native + int(p.fine128.size())) {
     const auto [s, l] = p.fine128[std::size_t(index - p.dense_cases - native)];
-    c = {s, l, 3};
-  } else {
+    c = {s, l, 3, 0};
+  } else if (index < p.original()) {
     const auto [s, l] = p.fine64[std::size_t(index - p.dense_cases - native - int(p.fine128.size()))];
-    c = {s, l, 6};
+    c = {s, l, 6, 0};
+  } else {
+    const auto [s, l] = p.appended_fine64[std::size_t(index - p.original())];
+    c = {s, l, 6, 1};
   }
   return c;
 }
@@ -154,7 +165,8 @@ std::string sta_source_id(int factor) { return fmt::format("sta-hv768-b{}", 384 
 
 Case make_sta_case(int index, const CorpusOptions& opt) {
   const StaPlan p = sta_plan(opt.small);
-  const auto [step, layer, factor] = sta_coords(p, index);
+  const StaCoords sc = sta_coords(p, index);
+  const int step = sc.step, layer = sc.layer, factor = sc.factor;
   const auto tab = sta_table(opt);
   const int heads = tab->heads;
   PackedMask coarse(heads, kStaHunyuanTiles.tokens(), kStaHunyuanTiles.tokens());
@@ -263,10 +275,7 @@ void check_inputs(const CorpusOptions& opt) {
 
 int case_count(const std::string& family, const CorpusOptions& opt) {
   family_spec(family);
-  if (family == "STA-real") {
-    const StaPlan p = sta_plan(opt.small);
-    return p.dense_cases + int(p.layers.size() * p.steps.size() + p.fine128.size() + p.fine64.size());
-  }
+  if (family == "STA-real") return sta_plan(opt.small).total();
   const SourcePlan sp = source_plan(opt.small);
   return int(family_sources(family).size()) * (sp.chunks + sp.appended_chunks) * sp.per_chunk();
 }
@@ -286,7 +295,7 @@ CaseOrigin case_origin(const std::string& family, int index, const CorpusOptions
   if (family == "STA-real") {
     const StaPlan p = sta_plan(opt.small);
     const StaCoords c = sta_coords(p, index);
-    return {sta_source_id(c.factor), c.layer, split_of(sta_chunk_position(p, c.layer)), 0};
+    return {sta_source_id(c.factor), c.layer, split_of(sta_chunk_position(p, c.layer)), c.generation};
   }
   const SourceCoords c = source_coords(family_sources(family), source_plan(opt.small), index);
   return {c.src->id, c.chunk, split_of(c.chunk), c.generation};

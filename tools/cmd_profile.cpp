@@ -4,6 +4,7 @@
 // each case's records are appended in one write (src/core/profile_file.hpp).
 #include <cuda_runtime.h>
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <cstdio>
@@ -37,6 +38,7 @@ namespace {
 struct ProfileArgs {
   std::string out = "profile.jsonl";
   std::vector<std::string> families;
+  std::vector<std::string> sources;  ///< --sources: only corpus cases of these source ids (docs/corpus.md)
   std::vector<std::string> masks;  ///< the user's mask files or directories (--masks) instead of corpus cases
   std::vector<std::string> splits{"profiling", "evaluation"};
   int cases_per_split = 4;
@@ -69,6 +71,16 @@ void run_profile(const ProfileArgs& a) {
   }
   corpus::CorpusOptions opt;
   opt.families = a.families;
+  const std::set<std::string> sources(a.sources.begin(), a.sources.end());
+  if (!sources.empty()) {  // every named source must exist in the selected families, or the list would be silently short
+    std::set<std::string> known;
+    for (const std::string& fam : families_option(opt))
+      for (int i = 0; i < corpus::case_count(fam, opt); ++i) known.insert(corpus::case_origin(fam, i, opt).source_id);
+    for (const std::string& s : sources)
+      if (!known.count(s))
+        throw Error(ErrorCode::kInvalidArgument, "--sources",
+                    fmt::format("'{}' is not a source of the selected families (known: {})", s, fmt::join(known, ", ")));
+  }
   // The work list first, so progress and ETA are known: corpus cases (family, index) or mask files (path).
   struct Item {
     std::string family;
@@ -87,7 +99,11 @@ void run_profile(const ProfileArgs& a) {
   } else {
     for (const std::string& fam : families_option(opt))
       for (const std::string& split : a.splits) {
-        const std::vector<int> chosen = corpus::spread_cases(fam, split, a.cases_per_split, opt);
+        std::vector<int> chosen = corpus::spread_cases(fam, split, sources.empty() ? a.cases_per_split : 1 << 30, opt);
+        if (!sources.empty()) {  // the spread order, restricted to the named sources, then cut to the count
+          std::erase_if(chosen, [&](int i) { return !sources.count(corpus::case_origin(fam, i, opt).source_id); });
+          if (static_cast<int>(chosen.size()) > a.cases_per_split) chosen.resize(std::size_t(a.cases_per_split));
+        }
         if (static_cast<int>(chosen.size()) < a.cases_per_split)  // stderr: --list's stdout stays one case a line
           fmt::print(stderr, "tessera profile: {} has {} {}-split cases, fewer than --cases-per-split {}: all {} are taken\n",
                      fam, chosen.size(), split, a.cases_per_split, chosen.size());
@@ -173,11 +189,16 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--splits", a->splits, "Corpus splits to profile (profiling, evaluation); with --masks, the files' splits");
   auto* per_split =
       cmd->add_option("--cases-per-split", a->cases_per_split, "Cases per family and split")->check(CLI::Range(1, 100000));
+  auto* sources = cmd->add_option("--sources", a->sources,
+                                  "Only corpus cases of these source ids, space- or comma-separated (docs/corpus.md; "
+                                  "e.g. sta-hv768-b64); --cases-per-split then counts their cases")
+                      ->delimiter(',');
   cmd->add_option("--masks", a->masks,
                   "Profile these mask files (corpus format, docs/corpus.md) or directories of .safetensors files "
                   "instead of corpus cases")
       ->excludes(families)
-      ->excludes(per_split);
+      ->excludes(per_split)
+      ->excludes(sources);
   auto* whole = cmd->add_flag("--whole-requests", a->whole_requests,
                               "Profile each chosen case's whole request: every head of the model's layer (docs/corpus.md), "
                               "case id '<family>/<source>/<index>/whole'");

@@ -8,6 +8,7 @@ end of the call, median of `req_reps` after `req_warm`. On a CPU device (smoke r
 from __future__ import annotations
 
 import math
+import random
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -67,8 +68,11 @@ class Timer:
     def interleaved_ms(self, fns: Sequence[Callable[[], object]], rounds: int,
                        primes: Optional[Sequence[Optional[Callable[[], object]]]] = None) -> List[float]:
         """Kernel ms of several callables measured in alternation: one warm-up call each, then `rounds` rounds that
-        time every callable once (flushed, as kernel_ms) in an order rotated by one place per round, so that drift
-        within the run (clocks, temperature) falls on every callable alike; the median per callable, in fns' order.
+        time every callable once (flushed, as kernel_ms) in a new order each round (a shuffle seeded by the round
+        number, so runs repeat), so that drift within the run (clocks, temperature) and the heat of the call just
+        before fall on every callable alike; the median per callable, in fns' order. (A rotation by one place kept
+        each callable's predecessor fixed: on the H200 the row timed after the dense cuDNN kernel read up to 7 %
+        slower than the same plan timed after another row, bench/NOTES.md, session 18.)
         primes[i], when given, is called untimed before each timed call of fns[i] (before the flush): e.g. to restore
         a cache that another callable's calls evicted."""
         primes = list(primes) if primes is not None else [None] * len(fns)
@@ -81,8 +85,9 @@ class Timer:
         self.sync()
         ts: List[List[float]] = [[] for _ in fns]
         for r in range(rounds):
-            for j in range(len(fns)):
-                i = (j + r) % len(fns)
+            order = list(range(len(fns)))
+            random.Random(r).shuffle(order)
+            for i in order:
                 if primes[i] is not None:
                     primes[i]()
                 ts[i].append(self._timed(fns[i]))

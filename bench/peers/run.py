@@ -59,7 +59,7 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
     ap.add_argument("--reps", type=int, default=10, help="timed kernel repetitions (>= 10)")
     ap.add_argument("--interleave-rounds", type=int, default=10,
                     help="after every system ran on a workload, time their kernels again in this many alternating "
-                         "rounds (order rotated each round) and report those medians as kernel_ms (the first "
+                         "rounds (order shuffled each round) and report those medians as kernel_ms (the first "
                          "measurement stays as kernel_ms_alone); 0 = off (default 10)")
     ap.add_argument("--request-reps", type=int, default=None, help="timed requests (default 5, --quick 3)")
     ap.add_argument("--sweep-seconds", type=float, default=None, help="Tessera plan sweep per workload "
@@ -337,7 +337,7 @@ def _measure(run: Run, a: argparse.Namespace) -> None:
         **timer.describe(),
         **({"kernel_ms": f"interleaved: after every system ran on a workload, its kernel is timed again in "
                          f"{a.interleave_rounds} rounds that time each system once (L2 flushed, CUDA events) in an "
-                         f"order rotated every round; kernel_ms = the median over the rounds (Tessera rows re-prime "
+                         f"order shuffled every round (seeded by the round); kernel_ms = the median over the rounds (Tessera rows re-prime "
                          f"their exact-repeat cache untimed before each); kernel_ms_alone = "
                          f"{timer.describe()['kernel_ms']}"} if a.interleave_rounds > 0 else {}),
         "first_call_ms": "one synchronised call on the workload's first use: Flex = torch.compile + run of the "

@@ -147,9 +147,24 @@ TEST(CorpusExtension, AppendedChunksLayout) {
     for (const std::string& s : srcs) EXPECT_EQ(profiling[s], 168) << f.name << " " << s;
   }
   CorpusOptions sta;
-  EXPECT_EQ(case_count("STA-real", sta), 397);
+  EXPECT_EQ(case_count("STA-real", sta), 405);  // 397 original + 8 appended 64x64 cases
   sta.small = true;
   EXPECT_EQ(case_count("STA-real", sta), 9);
+}
+
+// STA-real's appended cases (397-404) are 64x64 re-expressions of new (step, layer) pairs, four per split.
+TEST(CorpusExtension, StaRealAppendedCasesAreFine64) {
+  const CorpusOptions opt;
+  std::map<std::string, int> per_split;
+  for (int i = 397; i < case_count("STA-real", opt); ++i) {
+    const CaseOrigin o = case_origin("STA-real", i, opt);
+    EXPECT_EQ(o.generation, 1) << i;
+    EXPECT_EQ(o.source_id, "sta-hv768-b64") << i;
+    ++per_split[o.split];
+  }
+  EXPECT_EQ(per_split["profiling"], 4);
+  EXPECT_EQ(per_split["evaluation"], 4);
+  for (int i = 0; i < 397; ++i) ASSERT_EQ(case_origin("STA-real", i, opt).generation, 0) << i;
 }
 
 // An appended chunk is a new request (its own seed): its masks are not copies of an original chunk's.

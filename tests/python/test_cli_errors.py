@@ -8,7 +8,7 @@ regenerated mask; bad case ids: one message naming --in and the line; a missing 
 (--families, --cases-per-family on the CPU path), mask files (padding bits, errors naming the path, directories,
 crafted headers: overflowing sizes, bad integers and types), masks generate/stats and profile --list argument checks
 (--seed, a non-empty --out, an STA table that is a directory; --whole-requests with --split / --cases-per-family),
-profile --masks (the user's mask files: --list lines with case id, split, request and path; missing files, directories
+profile --sources (one source's cases; an unknown source), profile --masks (the user's mask files: --list lines with case id, split, request and path; missing files, directories
 without masks, repeated files or case ids, malformed files, options it excludes), outputs refused before any work (an
 output that is
 an input: masks render, profile-refeature --case-stats, run --json over the STA table; --out = --case-stats; a repeated
@@ -371,6 +371,30 @@ def profile_masks(tessera, work):
     check(rc == 2 and "--out" in se, "profile --masks --out DIR fails before any profiling, naming --out", so + se)
 
 
+def profile_sources(tessera):
+    """`tessera profile --sources`: only the named sources' corpus cases, in the spread order, counted per split."""
+    rc, so, se = run(tessera, "profile", "--list", "--families", "STA-real", "--sources", "sta-hv768-b64",
+                     "--cases-per-split", "100")
+    lines = so.splitlines()
+    ids = [line.split()[0] for line in lines]
+    check(rc == 0 and len(lines) == 10 and all(i.startswith("STA-real/sta-hv768-b64/") for i in ids)
+          and sum(" profiling " in line for line in lines) == 5,
+          "profile --sources sta-hv768-b64: the ten 64x64 STA cases, five per split", so + se)
+    rc, so, se = run(tessera, "profile", "--list", "--families", "STA-real", "--sources", "sta-hv768-b64",
+                     "--cases-per-split", "2", "--splits", "evaluation")
+    check(rc == 0 and so.split() and [l.split()[0] for l in so.splitlines()] == [i for i, l in zip(ids, lines)
+                                                                              if " evaluation " in l][:2],
+          "profile --sources --cases-per-split 2: the first two of the spread order", so + se)
+    rc, so, se = run(tessera, "profile", "--list", "--families", "Q64K64,Q16K16", "--sources",
+                     "q64-vsa-wan720,q16-vsa-wan5b", "--cases-per-split", "3")
+    srcs = {line.split()[0].split("/")[1] for line in so.splitlines()}
+    check(rc == 0 and len(so.splitlines()) == 12 and srcs == {"q64-vsa-wan720", "q16-vsa-wan5b"},
+          "profile --sources over two families: three cases per family and split", so + se)
+    rc, so, se = run(tessera, "profile", "--list", "--families", "Q64K64", "--sources", "sta-hv768-b64")
+    check(rc == 2 and "--sources" in se and "sta-hv768-b64" in se and "q64-vsa-wan720" in se and so == "",
+          "profile --sources: a source outside the selected families is named with the known ones", so + se)
+
+
 def crafted_mask(path, meta=None, tensor=None, data=b"\0" * 8):
     """A mask file of 1 head x 8 q blocks x 8 kv blocks with metadata/tensor fields replaced."""
     md = {k: "x" for k in ["family", "source_id", "model", "sparsifier", "kind", "token_order", "split", "head_ids",
@@ -713,6 +737,7 @@ def main():
     run_command(tessera, work)
     mask_files(tessera, work)
     profile_masks(tessera, work)
+    profile_sources(tessera)
     crafted_mask_files(tessera, work)
     lost_stdout(tessera, work)
     corpus_commands(tessera, work)

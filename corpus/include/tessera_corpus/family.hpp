@@ -70,7 +70,7 @@ const FamilySpec& family_spec(const std::string& name);
 /// Sources of the model/rule families (STA-real's three geometries are implicit).
 const std::vector<SourceSpec>& sources();
 
-/// Number of cases of a family under the options (model/rule families: 336 per source, --small 8; STA-real: 397,
+/// Number of cases of a family under the options (model/rule families: 336 per source, --small 8; STA-real: 405,
 /// --small 9).
 int case_count(const std::string& family, const CorpusOptions& opt);
 
@@ -79,8 +79,9 @@ struct CaseOrigin {
   std::string source_id;  ///< as CaseMeta::source_id
   int chunk = 0;          ///< as CaseMeta::chunk (STA-real: the layer)
   std::string split;      ///< "profiling" or "evaluation", as CaseMeta::split
-  /// 0: one of the original cases (model/rule families: chunks 0-7 of each source; every STA-real and --small
-  /// case); 1: appended later (chunks 8-23 of each source of the full corpus). Not in CaseMeta or the files.
+  /// 0: one of the original cases (model/rule families: chunks 0-7 of each source; STA-real's first 397 cases;
+  /// every --small case); 1: appended later (chunks 8-23 of each source of the full corpus; STA-real's cases
+  /// 397-404, eight more 64x64 re-expressions). Not in CaseMeta or the files.
   int generation = 0;
 };
 
