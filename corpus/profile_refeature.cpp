@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "tessera/error.hpp"
+#include "tessera_corpus/mask_file.hpp"
 #include "tessera_corpus/packed_mask.hpp"
 #include "tessera_corpus/worker_pool.hpp"
 
@@ -22,7 +23,8 @@ FeatureVector case_features(const Case& c, const MaskStats& stats) {
 }
 
 int refeature_records(std::vector<ProfileRecord>& records, const std::vector<FeaturePresence>& present,
-                      const CorpusOptions& opt, int threads, std::map<std::string, MaskStats>* stats) {
+                      const CorpusOptions& opt, int threads, std::map<std::string, MaskStats>* stats,
+                      const std::map<std::string, std::string>& mask_files) {
   if (present.size() != records.size())
     throw Error(ErrorCode::kInvalidArgument, "present",
                 fmt::format("{} presence entries for {} records", present.size(), records.size()));
@@ -45,8 +47,10 @@ int refeature_records(std::vector<ProfileRecord>& records, const std::vector<Fea
       Job& job = jobs[j];
       try {
         const ProfileCaseId cid = parse_profile_case_id(job.id);
-        const Case c = cid.whole_request ? make_whole_request(cid.family, cid.index, opt)
-                                         : make_case(cid.family, cid.index, opt);
+        const auto file = mask_files.find(job.id);
+        const Case c = file != mask_files.end() ? read_mask_file(file->second)
+                       : cid.whole_request      ? make_whole_request(cid.family, cid.index, opt)
+                                                : make_case(cid.family, cid.index, opt);
         if (c.meta.source_id != cid.source)
           throw Error(ErrorCode::kFormatError, "records",
                       fmt::format("case '{}': the corpus case {} of family {} comes from source '{}'", job.id,

@@ -143,7 +143,9 @@ void run_profile(const ProfileArgs& a) {
     const std::string direct = rt.direct_plan(g.request);
     // Case id, source, request, split, key. A whole request keeps its case's request: folds keep the two together.
     ProfileRecord rec = corpus::case_record_fields(c.meta, rt.arch(), a.whole_requests && items[n].path.empty());
-    rec.features = corpus::case_features(c, base.stats);  // the same as `tessera profile-refeature` derives
+    // Features from the CPU mu(M), bit for bit the GPU's, and with every statistic counted (the runtime skips the
+    // coarsened pairs when no table reads them): the same as `tessera profile-refeature` derives.
+    rec.features = corpus::case_features(c, corpus::case_mask_stats(c));
     // Reference once per case.
     DeviceTensor ref = make_device_tensor(DType::kFloat32, {1, c.meta.n_q, c.mask.heads, 128});
     {

@@ -12,6 +12,7 @@
 #include "core/profile_record_check.hpp"
 #include "core/table_compiler.hpp"
 #include "tessera/error.hpp"
+#include "tessera_corpus/profile_inputs.hpp"
 #include "tessera_corpus/profile_refeature.hpp"
 #include "tessera_corpus/sta.hpp"
 #include "write_file.hpp"
@@ -25,6 +26,7 @@ struct RefeatureArgs {
   std::string out;
   std::optional<std::string> case_stats;  // given: even if empty
   std::string sta_table;
+  std::vector<std::string> masks;  ///< mask files or directories holding the cases of `tessera profile --masks` records
   int threads = 0;
 };
 
@@ -37,7 +39,8 @@ std::string case_stats_line(const std::string& id, const MaskStats& s) {
         {"runs", s.counters.runs},
         {"blocks_in_long_runs", s.counters.blocks_in_long_runs},
         {"max_row_active", s.counters.max_row_active},
-        {"empty_rows", s.counters.empty_rows}}}};
+        {"empty_rows", s.counters.empty_rows},
+        {"coarsened_pairs", s.counters.coarsened_pairs}}}};
   return j.dump();
 }
 
@@ -73,9 +76,13 @@ void run_refeature(const RefeatureArgs& a) {
   corpus::CorpusOptions opt;
   opt.sta_table = a.sta_table;
   std::map<std::string, MaskStats> stats;
+  std::map<std::string, std::string> files;
+  if (!a.masks.empty())
+    for (const corpus::MaskFileInput& in : corpus::list_mask_files(a.masks, {"profiling", "evaluation"}))
+      files.emplace(in.case_id, in.path);
   int cases = 0;
   try {
-    cases = corpus::refeature_records(records, present, opt, a.threads, a.case_stats ? &stats : nullptr);
+    cases = corpus::refeature_records(records, present, opt, a.threads, a.case_stats ? &stats : nullptr, files);
   } catch (const Error& e) {  // a case that does not match the corpus: name the input file
     if (e.argument() != "records") throw;
     throw Error(e.code(), "--in", fmt::format("{}: {}", a.in, e.message()));
@@ -104,6 +111,9 @@ void add_profile_refeature_command(CLI::App& app) {
                   "Also write each case's mu(M) shape and counters (one JSON line per case) for offline analysis");
   cmd->add_option("--sta-table", a->sta_table, "Real STA table for STA-real cases (default: the repository's)");
   cmd->add_option("--threads", a->threads, "Worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--masks", a->masks,
+                  "Mask files or directories of .safetensors files whose cases some records name (records of "
+                  "`tessera profile --masks`): those cases are read from the files instead of regenerated");
   cmd->callback([a] { run_refeature(*a); });
 }
 

@@ -28,6 +28,12 @@ struct MaskCounters {
   std::int64_t blocks_in_long_runs = 0; ///< active blocks that sit in runs of length >= 2
   std::int64_t max_row_active = 0;      ///< max active blocks in one row
   std::int64_t empty_rows = 0;          ///< rows with no active block
+  /// (query block, kv block) pairs that Coarsened-Q computes when c = 2, 4, 8 consecutive query blocks of one
+  /// (batch, head) share a CTA: the sum over the aligned groups {g c, ..., g c + c - 1} (the last one may be short)
+  /// of (rows in the group) x |union of their kv blocks|. Equal to active_blocks when every group's rows have the
+  /// same list; c x active_blocks when no two rows of a group share a block. Index 0, 1, 2: c = 2, 4, 8. -1 where
+  /// they were not counted (the GPU builder when the request's selection does not use them).
+  std::int64_t coarsened_pairs[3] = {0, 0, 0};
   bool operator==(const MaskCounters&) const = default;
 };
 
@@ -42,6 +48,12 @@ struct MaskStats {
   double row_imbalance = 0;    ///< max_row_active / mean_row_active, >= 1 (0 for an empty mask)
   std::int64_t max_row_active = 0;
   std::int64_t empty_rows = 0;
+  /// What coarsening the query blocks costs in computed pairs, per doubling (0 for an empty mask):
+  /// coarsen_cost[0] = coarsened_pairs(2) / active_blocks, [1] = pairs(4) / pairs(2), [2] = pairs(8) / pairs(4);
+  /// each in [1, 2] (rows of one group with identical lists: 1; disjoint: 2). Measured on the H200 (bench/NOTES.md,
+  /// session 19), the fastest factor for 16- and 32-token query blocks doubles while this stays below ~1.3.
+  /// NaN where the pairs were not counted (MaskCounters::coarsened_pairs = -1).
+  double coarsen_cost[3] = {0, 0, 0};
   bool operator==(const MaskStats&) const = default;
 };
 
@@ -50,7 +62,9 @@ MaskStats derive_mask_stats(const MaskShape& shape, const MaskCounters& counters
 
 /// Counts a canonical block-CSR in host memory into MaskCounters (no validation): row_offsets int32 [rows + 1],
 /// col_indices int32 [nnz], strictly increasing within each row.
-MaskCounters count_mask_csr(std::int64_t rows, const std::int32_t* row_offsets, const std::int32_t* col_indices);
+/// `shape` gives the rows (shape.rows()) and how they group into heads (n_qb) and kv blocks (n_kvb, the column
+/// range) for the coarsened pair counts.
+MaskCounters count_mask_csr(const MaskShape& shape, const std::int32_t* row_offsets, const std::int32_t* col_indices);
 
 /// mu(M) in host memory: canonical block-CSR (row_offsets [rows+1], col_indices [nnz], strictly increasing per row).
 struct HostMaskState {

@@ -61,6 +61,9 @@ nb::dict dispatch_to_dict(const DispatchInfo& info) {
   d["mean_run_length"] = s.mean_run_length;
   d["mean_row_active"] = s.mean_row_active;
   d["row_imbalance"] = s.row_imbalance;
+  d["coarsen_cost2"] = s.coarsen_cost[0];
+  d["coarsen_cost4"] = s.coarsen_cost[1];
+  d["coarsen_cost8"] = s.coarsen_cost[2];
   d["max_row_active"] = s.max_row_active;
   d["empty_rows"] = s.empty_rows;
   d["host_mask_state_us"] = info.host_mask_state_us;

@@ -337,7 +337,8 @@ def last_dispatch(device: Optional[int] = None) -> Dict[str, Any]:
     """What the last call did: plan_id, regime ("<key>/leaf<N>", "<key>/default", "<key>/forced"), source ("table",
     "base", "default", "forced"), table_status (which plan table selected it), ranks_skipped, cache_hit, prepare_speculated / prepare_speculation_hit (GPU: the
     launch preparation was enqueued before the mask statistics were read / and kept), mask statistics (mask_shape, active_blocks, runs, density,
-    run_coverage, mean_run_length, mean_row_active, max_row_active, row_imbalance, empty_rows) and host timings
+    run_coverage, mean_run_length, mean_row_active, max_row_active, row_imbalance, empty_rows, coarsen_cost2/4/8:
+    NaN on the GPU where the request's plan-table tree does not read them, docs/selection.md) and host timings
     (host_mask_state_us, host_select_us, host_prepare_us, host_launch_us, host_dispatch_us in microseconds,
     total_ms; docs/python.md says what each counts on the GPU and on the CPU). `device`: a CUDA ordinal, or None for the last call wherever it
     ran. Raises TesseraError("device") when nothing has run there yet."""

@@ -164,6 +164,10 @@ def test_explain_and_last_dispatch(rng):
     assert info["max_row_active"] == int(row_active.max())
     assert math.isclose(info["mean_row_active"], row_active.mean())
     assert math.isclose(info["row_imbalance"], row_active.max() / row_active.mean())  # the seventh feature
+    # coarsen_cost2: pairs computed when the two query blocks of each head share a CTA (their union, twice) / active
+    union = dense[0, :, 0, :] | dense[0, :, 1, :]  # [heads, n_kvb]
+    assert math.isclose(info["coarsen_cost2"], 2 * int(union.sum()) / int(dense.sum()))
+    assert info["coarsen_cost4"] == 1.0 and info["coarsen_cost8"] == 1.0  # two query blocks: no larger group differs
     assert tessera.last_dispatch()["plan_id"] == info["plan_id"]
 
 

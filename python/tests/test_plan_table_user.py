@@ -30,7 +30,8 @@ def _record(case, plan, latency, split="profile", role=None):
     r = {"case": case, "source": case.split("/")[1], "split": split, "key": KEY,
          "features": {"batch_heads": 2, "seq_len": 256, "density": 0.5, "run_coverage": 0.5, "mean_run_length": 2,
                       "mean_row_active": 2, "row_imbalance": 1.5,
-                      "grid_rows": 256, "active_blocks": 1024},
+                      "grid_rows": 256, "active_blocks": 1024,
+                      "coarsen_cost2": 1.2, "coarsen_cost4": 1.3, "coarsen_cost8": 1.4},
          "plan": plan, "latency_us": latency, "valid": True}
     if role:
         r["role"] = role

@@ -60,6 +60,9 @@ std::string_view feature_name(Feature f) noexcept {
     case Feature::kRowImbalance: return "row_imbalance";
     case Feature::kGridRows: return "grid_rows";
     case Feature::kActiveBlocks: return "active_blocks";
+    case Feature::kCoarsenCost2: return "coarsen_cost2";
+    case Feature::kCoarsenCost4: return "coarsen_cost4";
+    case Feature::kCoarsenCost8: return "coarsen_cost8";
     case Feature::kCount: break;
   }
   return "?";
@@ -84,6 +87,7 @@ FeatureVector make_features(long long batch, long long heads_q, long long n_q, c
   const double rows = static_cast<double>(batch * heads_q) * static_cast<double>(stats.shape.n_qb);
   v[static_cast<int>(Feature::kGridRows)] = rows;
   v[static_cast<int>(Feature::kActiveBlocks)] = rows * stats.mean_row_active;
+  for (int i = 0; i < 3; ++i) v[static_cast<int>(Feature::kCoarsenCost2) + i] = stats.coarsen_cost[i];
   return v;
 }
 
@@ -99,6 +103,9 @@ FeatureSchema FeatureSchema::default_schema() {
   // Multiples of the H200's 132 SMs (2 to 512 rows per SM), then of a million blocks (log-spaced).
   s.edges[static_cast<int>(Feature::kGridRows)] = {264, 528, 1056, 2112, 4224, 8448, 16896, 33792, 67584};
   s.edges[static_cast<int>(Feature::kActiveBlocks)] = {1e4, 3e4, 1e5, 3e5, 1e6, 3e6, 1e7, 3e7};
+  // Per doubling of the query blocks per CTA: 1 = the rows share every block, 2 = they share none.
+  for (int i = 0; i < 3; ++i)
+    s.edges[static_cast<int>(Feature::kCoarsenCost2) + i] = {1.02, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.35, 1.4, 1.5, 1.6, 1.8};
   return s;
 }
 

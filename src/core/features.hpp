@@ -46,12 +46,16 @@ enum class Feature : int {
   kRowImbalance,     ///< max active kv blocks of one mask row / mean_row_active, >= 1 (0 for an empty mask)
   kGridRows,         ///< B * H_q * n_qb: query-block rows over all query heads (the size of a Direct grid), count
   kActiveBlocks,     ///< B * H_q * n_qb * mean_row_active: active (head, q block, kv block) triples, count
+  kCoarsenCost2,     ///< MaskStats::coarsen_cost[0]: computed pairs of 2 query blocks per CTA / active blocks, [1, 2]
+  kCoarsenCost4,     ///< MaskStats::coarsen_cost[1]: pairs with 4 query blocks per CTA / pairs with 2, [1, 2]
+  kCoarsenCost8,     ///< MaskStats::coarsen_cost[2]: pairs with 8 query blocks per CTA / pairs with 4, [1, 2]
   kCount
 };
 inline constexpr int kFeatureCount = static_cast<int>(Feature::kCount);
 
 /// Stable feature names used in the artifact: "batch_heads", "seq_len", "density", "run_coverage",
-/// "mean_run_length", "mean_row_active", "row_imbalance", "grid_rows", "active_blocks".
+/// "mean_run_length", "mean_row_active", "row_imbalance", "grid_rows", "active_blocks", "coarsen_cost2",
+/// "coarsen_cost4", "coarsen_cost8".
 std::string_view feature_name(Feature f) noexcept;
 /// Inverse of feature_name(); throws Error(kFormatError, "feature", ...) for an unknown name.
 Feature feature_from_name(std::string_view name);

@@ -1,6 +1,7 @@
 // build_mask_state_cpu(): mu(M) on the host (the CPU twin of src/cuda/mask_state.cu).
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/mask_checks.hpp"
 #include "tessera/error.hpp"
@@ -80,10 +81,29 @@ void build_from_index_lists(const BlockMask& m, HostMaskState& s) {
 
 }  // namespace
 
-MaskCounters count_mask_csr(std::int64_t rows, const std::int32_t* row_offsets, const std::int32_t* col_indices) {
+MaskCounters count_mask_csr(const MaskShape& shape, const std::int32_t* row_offsets, const std::int32_t* col_indices) {
   MaskCounters c;
+  const std::int64_t rows = shape.rows();
   for (std::int64_t r = 0; r < rows; ++r)
     count_row(col_indices + row_offsets[r], row_offsets[r + 1] - row_offsets[r], c);
+  // Coarsened pairs: distinct columns of each aligned group of query blocks, marked with the group's stamp.
+  std::vector<std::int64_t> stamp(static_cast<std::size_t>(std::max<std::int64_t>(shape.n_kvb, 1)), -1);
+  std::int64_t group_id = 0;
+  for (int level = 0; level < 3; ++level) {
+    const std::int64_t g = std::int64_t{2} << level;
+    for (std::int64_t first = 0; first < rows; first += shape.n_qb) {  // one (batch, head)
+      for (std::int64_t qb = 0; qb < shape.n_qb; qb += g, ++group_id) {
+        const std::int64_t end = std::min(qb + g, shape.n_qb);
+        std::int64_t distinct = 0;
+        for (std::int64_t r = first + qb; r < first + end; ++r)
+          for (std::int32_t i = row_offsets[r]; i < row_offsets[r + 1]; ++i) {
+            std::int64_t& s = stamp[static_cast<std::size_t>(col_indices[i])];
+            if (s != group_id) s = group_id, ++distinct;
+          }
+        c.coarsened_pairs[level] += (end - qb) * distinct;
+      }
+    }
+  }
   return c;
 }
 
@@ -107,7 +127,7 @@ HostMaskState build_mask_state_cpu(const BlockMask& mask) {
       build_from_index_lists(mask, s);
       break;
   }
-  s.stats = derive_mask_stats(s.shape, count_mask_csr(mask.rows(), s.row_offsets.data(), s.col_indices.data()));
+  s.stats = derive_mask_stats(s.shape, count_mask_csr(s.shape, s.row_offsets.data(), s.col_indices.data()));
   return s;
 }
 

@@ -2,6 +2,8 @@
 // statistics agree bit for bit).
 #include "tessera/mask_state.hpp"
 
+#include <limits>
+
 namespace tessera {
 
 MaskStats derive_mask_stats(const MaskShape& shape, const MaskCounters& c) noexcept {
@@ -19,6 +21,11 @@ MaskStats derive_mask_stats(const MaskShape& shape, const MaskCounters& c) noexc
       c.active_blocks > 0 ? static_cast<double>(c.max_row_active) * static_cast<double>(rows) / active : 0.0;
   s.max_row_active = c.max_row_active;
   s.empty_rows = c.empty_rows;
+  const double pairs[4] = {active, static_cast<double>(c.coarsened_pairs[0]), static_cast<double>(c.coarsened_pairs[1]),
+                           static_cast<double>(c.coarsened_pairs[2])};
+  for (int i = 0; i < 3; ++i) s.coarsen_cost[i] = pairs[i] > 0 ? pairs[i + 1] / pairs[i] : 0.0;
+  if (c.coarsened_pairs[0] < 0)  // not counted (build_mask_state_gpu for a request whose selection needs none)
+    for (double& v : s.coarsen_cost) v = std::numeric_limits<double>::quiet_NaN();
   return s;
 }
 

@@ -13,8 +13,9 @@ namespace tessera {
 
 /// Version of the artifact format this build reads and writes. Bump on any incompatible change. Version 2 added the
 /// feature row_imbalance (a version-1 table is rejected by its format_version, before its feature schema is read);
-/// version 3 the request-size features grid_rows and active_blocks (issue 19: tables profiled at whole-layer sizes).
-inline constexpr int kPlanTableFormatVersion = 3;
+/// version 3 the request-size features grid_rows and active_blocks (issue 19: tables profiled at whole-layer sizes);
+/// version 4 the mask features coarsen_cost2/4/8 (what grouping 2, 4, 8 query blocks per CTA costs in computed pairs).
+inline constexpr int kPlanTableFormatVersion = 4;
 
 /// One node of a regime tree. Internal: feature >= 0, cases with bucket(feature) <= threshold go left.
 /// Leaf: feature == -1 and `leaf` indexes RegimeTree::rankings.
@@ -35,6 +36,12 @@ struct RegimeTree {
   std::vector<std::vector<std::string>> rankings; ///< per leaf, plan ids; each ends with base_plan
   std::vector<int> leaf_cases;                    ///< per leaf, profiled cases it was ranked on
   bool operator==(const RegimeTree&) const = default;
+  /// Whether any node splits on `f` (a feature the tree never reads need not be computed for its requests).
+  bool splits_on(Feature f) const {
+    for (const TreeNode& n : nodes)
+      if (n.feature == static_cast<int>(f)) return true;
+    return false;
+  }
 };
 
 /// Result of a lookup: the regime (leaf) and its ranking.

@@ -1,10 +1,13 @@
 // build_mask_state_gpu(): mu(M) on the GPU (DESIGN.md section 5); the CPU twin is src/core/mask_state_cpu.cpp.
 // Sequence on the stream: zero the counters; pass 1 (validate, count per row, counters; block-CSR: also the copy);
-// exclusive scan of the row counts into row_offsets (CUB); copy the counters and the first-error word to pinned
-// host memory (event); pass 2 (col_indices), launched speculatively before the host waits: it writes only when
-// the counters show no error and the active blocks fit in out.col_indices' capacity, else the host grows the
-// buffer and launches it again once it has read the counters. The host waits for the counters' event only, so
-// pass 2 is left running on the stream and the GPU timeline has no gap for the host round trip.
+// exclusive scan of the row counts into row_offsets (CUB); pass 2 (col_indices), launched speculatively: it writes
+// only when the counters show no error and the active blocks fit in out.col_indices' capacity; the coarsened pair
+// counts over the canonical CSR (mask_state_coarsen.cu: selection features, so before the counters are read); copy
+// the counters and the first-error word to pinned host memory (event). When the speculation fell short (or is
+// off), the host grows the buffer, launches pass 2 again and counts the coarsened pairs again, waiting once more.
+// With MaskStateWorkspace::Impl::count_coarsened off (the request's plan-table tree never splits on them), the
+// pairs are not counted (MaskCounters::coarsened_pairs = -1) and the counters are copied right after the scan, so
+// pass 2 runs while the host selects and prepares.
 // Errors: the device records the smallest (kind, position) key; the host then replays the CPU content check on a
 // host copy of the mask's index arrays, so both paths raise the same Error with the same wording.
 #include <algorithm>
@@ -154,10 +157,14 @@ void build_mask_state_gpu(const BlockMask& mask, Stream stream, MaskStateWorkspa
         cub::DeviceScan::ExclusiveSum(scan_tmp, scan_bytes, row_count, row_offsets, static_cast<int>(rows + 1), s));
   }
   w.mark(Stage::kScan, s);
-  TESSERA_CUDA_CHECK(cudaMemcpyAsync(w.host_counters, counters, sizeof(DeviceCounters), cudaMemcpyDeviceToHost, s));
-  TESSERA_CUDA_CHECK(cudaEventRecord(w.counters_ready, s));
-  w.mark(Stage::kCounters, s);
-  if (mask.format == MaskFormat::kBlockCsr) w.mark(Stage::kPass2, s);  // no pass 2: the copy was fused into pass 1
+  // Without the coarsened pairs, the counters go to the host before pass 2, which then runs while the host selects.
+  const bool coarsen = w.count_coarsened;
+  auto copy_counters = [&] {
+    TESSERA_CUDA_CHECK(cudaMemcpyAsync(w.host_counters, counters, sizeof(DeviceCounters), cudaMemcpyDeviceToHost, s));
+    TESSERA_CUDA_CHECK(cudaEventRecord(w.counters_ready, s));
+    w.mark(Stage::kCounters, s);
+  };
+  if (!coarsen) copy_counters();
 
   auto launch_pass2 = [&](const DeviceCounters* guard, long long capacity) {
     auto* col_indices = out.col_indices.as<std::int32_t>();
@@ -175,6 +182,16 @@ void build_mask_state_gpu(const BlockMask& mask, Stream stream, MaskStateWorkspa
     speculated = std::min<long long>(static_cast<long long>(out.col_indices.bytes() / 4), detail::kMaxMaskActiveBlocks);
     launch_pass2(counters, speculated);
   }
+  if (mask.format == MaskFormat::kBlockCsr) w.mark(Stage::kPass2, s);  // no pass 2: the copy was fused into pass 1
+  // Coarsened pairs over the CSR that is (or, speculatively, will be) mu(M)'s: counted again below if not.
+  auto coarsen_args = [&](long long readable) {
+    return detail::CoarsenArgs{row_offsets, out.col_indices.as<std::int32_t>(), readable, rows, out.shape.n_qb,
+                               out.shape.n_kvb};
+  };
+  const long long coarsened_over = mask.format == MaskFormat::kBlockCsr ? csr.nnz : speculated;
+  if (coarsen && coarsened_over >= 0)
+    detail::launch_coarsen(coarsen_args(coarsened_over), counters, w.sms, w.max_smem_optin, w.coarsen_by_merge, s);
+  if (coarsen) copy_counters();
   if (before_wait && (mask.format == MaskFormat::kBlockCsr || speculated >= 0)) {
     // Block-CSR: pass 1 copied col_indices (sized from the input's nnz) when the mask is valid.
     const std::int64_t capacity = mask.format == MaskFormat::kBlockCsr ? csr.nnz : speculated;
@@ -196,8 +213,8 @@ void build_mask_state_gpu(const BlockMask& mask, Stream stream, MaskStateWorkspa
   c.blocks_in_long_runs = static_cast<std::int64_t>(hc.long_blocks);
   c.max_row_active = static_cast<std::int64_t>(hc.max_row);
   c.empty_rows = static_cast<std::int64_t>(hc.empty_rows);
+  for (int i = 0; i < 3; ++i) c.coarsened_pairs[i] = coarsen ? static_cast<std::int64_t>(hc.coarsened[i]) : -1;
   out.nnz = c.active_blocks;
-  out.stats = derive_mask_stats(out.shape, c);
 
   // Pass 2 again (unguarded) when it was not launched or the capacity it was given was short. A grown buffer gets
   // an eighth of headroom, so that masks of slightly more active blocks still take the speculative path.
@@ -206,6 +223,18 @@ void build_mask_state_gpu(const BlockMask& mask, Stream stream, MaskStateWorkspa
     if (need > out.col_indices.bytes()) out.col_indices.reserve(need + need / 8);
     launch_pass2(nullptr, 0);
   }
+  if (coarsen && mask.format != MaskFormat::kBlockCsr && out.nnz > speculated) {
+    // The counts above came from a pass 2 that wrote nothing (or from no pass 2): count the pairs again.
+    TESSERA_CUDA_CHECK(cudaMemsetAsync(counters->coarsened, 0, sizeof(counters->coarsened), s));
+    detail::launch_coarsen(coarsen_args(out.nnz), counters, w.sms, w.max_smem_optin, w.coarsen_by_merge, s);
+    TESSERA_CUDA_CHECK(cudaMemcpyAsync(w.host_counters->coarsened, counters->coarsened, sizeof(counters->coarsened),
+                                       cudaMemcpyDeviceToHost, s));
+    const auto again = std::chrono::steady_clock::now();
+    TESSERA_CUDA_CHECK(cudaStreamSynchronize(s));
+    w.last_wait_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - again).count();
+    for (int i = 0; i < 3; ++i) c.coarsened_pairs[i] = static_cast<std::int64_t>(w.host_counters->coarsened[i]);
+  }
+  out.stats = derive_mask_stats(out.shape, c);
 }
 
 double last_wait_us(MaskStateWorkspace& workspace) { return workspace.impl().last_wait_us; }

@@ -5,21 +5,12 @@
 
 #include <cstdint>
 
+#include "cuda/mask_state_counters.hpp"
+
 namespace tessera::detail {
 
 inline constexpr unsigned kFullWarp = 0xffffffffu;
 
-/// Counters in device memory, zeroed before the first pass. `error_inv` holds ~key of the smallest error key seen
-/// (0 = no error); key = kind << 60 | flat position in the offending array.
-struct DeviceCounters {
-  unsigned long long active;
-  unsigned long long runs;
-  unsigned long long long_blocks;
-  unsigned long long max_row;
-  unsigned long long empty_rows;
-  unsigned long long error_inv;
-  unsigned long long pad[2];
-};
 
 /// Error kinds, in the order build_mask_state_cpu() checks them.
 enum DeviceErrorKind : unsigned long long {

@@ -61,4 +61,18 @@ struct CsrMaskArgs {
 void launch_csr_check(const CsrMaskArgs& a, DeviceCounters* c, std::int32_t* out_offsets, std::int32_t* out_cols,
                       int grid, cudaStream_t s);
 
+/// The canonical block-CSR of mu(M) (sorted rows) for the coarsened pair counts.
+struct CoarsenArgs {
+  const std::int32_t* row_offsets;  ///< [heads_rows + 1]
+  const std::int32_t* col_indices;  ///< [nnz]
+  std::int64_t nnz;                 ///< entries readable in col_indices (offsets are clamped to it)
+  std::int64_t heads_rows;          ///< B_m * H_m * n_qb
+  std::int64_t n_qb, n_kvb;
+};
+
+/// Adds MaskCounters::coarsened_pairs of the CSR to c->coarsened (zero them first). A warp per group of 8 rows with
+/// a shared-memory bitmap of n_kvb bits when it fits in `max_smem` (the opt-in limit per block), else (or with
+/// `force_merge`, for tests and benchmarks) a thread per group merging the sorted rows.
+void launch_coarsen(const CoarsenArgs& a, DeviceCounters* c, int sms, int max_smem, bool force_merge, cudaStream_t s);
+
 }  // namespace tessera::detail

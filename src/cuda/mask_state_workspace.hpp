@@ -3,7 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/check.cuh"
-#include "cuda/mask_state_common.cuh"
+#include "cuda/mask_state_counters.hpp"
 #include "tessera/mask_state_gpu.hpp"
 
 namespace tessera {
@@ -22,6 +22,13 @@ struct MaskStateWorkspace::Impl {
   /// out.col_indices' capacity; the host relaunches it only when the capacity was short. False: pass 2 after the
   /// host has read the counters (the pre-speculation sequence; benchmarks compare the two).
   bool speculative_pass2 = true;
+  /// The coarsened pair counts by the one-thread-per-group merge even where the shared-memory bitmap fits (tests
+  /// of the path that very wide masks take; src/cuda/mask_state_coarsen.cu).
+  bool coarsen_by_merge = false;
+  /// Count MaskCounters::coarsened_pairs (selection features coarsen_cost2/4/8). Runtime::run turns it off for a
+  /// request whose plan-table tree never splits on them (or a forced plan): then coarsened_pairs = -1, the stats'
+  /// coarsen_cost are NaN, and the host reads the counters before pass 2 instead of after it and the count.
+  bool count_coarsened = true;
   /// Host time (microseconds) the last build_mask_state_gpu() call spent waiting for the counters (Runtime: the part
   /// of mu(M)'s host time that is a wait for the GPU, not dispatch work).
   double last_wait_us = 0;

@@ -15,6 +15,7 @@
 #include "cuda/check.cuh"
 #include "cuda/launch_prep_gpu.hpp"
 #include "cuda/mask_state_speculation.hpp"
+#include "cuda/mask_state_workspace.hpp"
 #include "kernels/launch.hpp"
 #include "tessera/error.hpp"
 #include "tessera/mask_state_gpu.hpp"
@@ -280,6 +281,12 @@ void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptio
         spec_us = us_between(t, Clock::now());
       };
     }
+    // The coarsened pair counts delay the host's read of the counters (they need pass 2's sorted rows): counted only
+    // where the request's tree reads them.
+    const RegimeTree* tree = memo->selections.tree;
+    m.mask_ws.impl().count_coarsened =
+        !forced && tree && (tree->splits_on(Feature::kCoarsenCost2) || tree->splits_on(Feature::kCoarsenCost4) ||
+                            tree->splits_on(Feature::kCoarsenCost8));
     const auto tm = Clock::now();
     build_mask_state_gpu(request.mask, stream, m.mask_ws, m.mask_state, hook);
     const double wait_us = last_wait_us(m.mask_ws);  // mu(M)'s one synchronization

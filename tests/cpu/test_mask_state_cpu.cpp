@@ -33,6 +33,19 @@ MaskCounters brute_counters(const MaskShape& s, const std::vector<std::uint8_t>&
     c.max_row_active = std::max(c.max_row_active, n);
     c.empty_rows += n == 0;
   }
+  // Coarsened pairs: OR of the bits of each aligned group of query blocks within one (batch, head).
+  for (int level = 0; level < 3; ++level) {
+    const std::int64_t g = std::int64_t{2} << level;
+    for (std::int64_t head = 0; head < s.batch * s.heads; ++head)
+      for (std::int64_t q = 0; q < s.n_qb; q += g) {
+        const std::int64_t n = std::min(g, s.n_qb - q);
+        for (std::int64_t j = 0; j < s.n_kvb; ++j) {
+          bool any = false;
+          for (std::int64_t r = 0; r < n; ++r) any = any || bits[((head * s.n_qb) + q + r) * s.n_kvb + j];
+          c.coarsened_pairs[level] += any ? n : 0;
+        }
+      }
+  }
   return c;
 }
 
@@ -94,8 +107,33 @@ TEST(MaskStateCpu, KnownRowCounters) {
   const std::vector<std::uint8_t> bits = {1, 1, 0, 1, 0, 1, 1, 1, 0, 0};
   auto e = encode_index_lists(s, bits);
   const HostMaskState st = build_mask_state_cpu(e.mask);
-  EXPECT_EQ(st.stats.counters, (MaskCounters{6, 3, 5, 6, 0}));
+  EXPECT_EQ(st.stats.counters, (MaskCounters{6, 3, 5, 6, 0, {6, 6, 6}}));  // one row: every group is that row
   EXPECT_DOUBLE_EQ(st.stats.run_coverage, 5.0 / 6.0);
+  EXPECT_DOUBLE_EQ(st.stats.coarsen_cost[0], 1.0);
+}
+
+TEST(MaskStateCpu, KnownCoarsenedPairs) {
+  // Rows of one head: {0,1} {1,2} {5} {} {7}. Groups of 2: {0,1,2} x 2 + {5} x 2 + {7} x 1 = 9; of 4:
+  // {0,1,2,5} x 4 + {7} x 1 = 17; of 8: {0,1,2,5,7} x 5 = 25. Active 6.
+  const MaskShape s{1, 1, 5, 8};
+  std::vector<std::uint8_t> bits(40, 0);
+  for (auto [r, j] : {std::pair{0, 0}, {0, 1}, {1, 1}, {1, 2}, {2, 5}, {4, 7}}) bits[std::size_t(r * 8 + j)] = 1;
+  auto e = encode_index_lists(s, bits);
+  const HostMaskState st = build_mask_state_cpu(e.mask);
+  EXPECT_EQ(st.stats.counters.coarsened_pairs[0], 9);
+  EXPECT_EQ(st.stats.counters.coarsened_pairs[1], 17);
+  EXPECT_EQ(st.stats.counters.coarsened_pairs[2], 25);
+  EXPECT_DOUBLE_EQ(st.stats.coarsen_cost[0], 9.0 / 6.0);
+  EXPECT_DOUBLE_EQ(st.stats.coarsen_cost[1], 17.0 / 9.0);
+  EXPECT_DOUBLE_EQ(st.stats.coarsen_cost[2], 25.0 / 17.0);
+  // Groups never span two heads: two heads of one row each, disjoint blocks, cost 1 at every level.
+  const MaskShape two{1, 2, 1, 4};
+  const std::vector<std::uint8_t> b2 = {1, 0, 0, 0, 0, 1, 0, 0};
+  const HostMaskState st2 = build_mask_state_cpu(encode_dense(two, b2).mask);
+  EXPECT_EQ(st2.stats.counters.coarsened_pairs[0], 2);
+  EXPECT_EQ(st2.stats.counters.coarsened_pairs[2], 2);
+  EXPECT_DOUBLE_EQ(st2.stats.coarsen_cost[2], 1.0);
+  EXPECT_EQ(derive_mask_stats(two, MaskCounters{}).coarsen_cost[0], 0.0);  // an empty mask: 0, not NaN
 }
 
 TEST(MaskStateCpu, InvalidContentsRejected) {

@@ -139,12 +139,12 @@ TEST(PlanTableArtifact, RejectsCorruptOrMismatchedArtifacts) {
 
   expect_format_error("{not json", "not valid JSON");
   expect_format_error("{\"format\":\"x\"}", "not a tessera plan table");
-  // Versions 1 (six features, before row_imbalance) and 2 (seven, before grid_rows and active_blocks) and a future
-  // version are all refused by their version.
-  for (const char* other : {"1", "2", "4"}) {
+  // Versions 1 (six features, before row_imbalance), 2 (seven, before grid_rows and active_blocks), 3 (nine, before
+  // coarsen_cost2/4/8) and a future version are all refused by their version.
+  for (const char* other : {"1", "2", "3", "5"}) {
     std::string v = good;
-    v.replace(v.find("\"format_version\": 3"), 19, std::string("\"format_version\": ") + other);
-    expect_format_error(v, std::string("format_version ") + other + " is not the supported version 3");
+    v.replace(v.find("\"format_version\": 4"), 19, std::string("\"format_version\": ") + other);
+    expect_format_error(v, std::string("format_version ") + other + " is not the supported version 4");
   }
   expect_format_error(good, "does not match this build's catalog", "cat-2");
   std::string bad_rank = good;

@@ -10,6 +10,7 @@
 #include "mask_corruptions.hpp"
 #include "mask_gen.hpp"
 #include "tessera/error.hpp"
+#include "cuda/mask_state_workspace.hpp"
 #include "tessera/mask_state_gpu.hpp"
 
 namespace tessera {
@@ -67,6 +68,33 @@ TEST(MaskStateGpu, RandomMasksAllFormatsMatchCpuBitForBit) {
     masks += 3;
   }
   EXPECT_EQ(masks, 3600);
+}
+
+// The coarsened pair counts on their other paths: the one-thread-per-group merge (wide masks whose bitmap does
+// not fit in shared memory) and the count after a pass 2 that was not speculated.
+TEST(MaskStateGpu, CoarsenedPairsByMergeAndWithoutSpeculationMatchCpu) {
+  TESSERA_REQUIRE_GPU();
+  std::mt19937_64 g(0xc0a25e);
+  for (const bool merge : {true, false}) {
+    MaskStateWorkspace ws;
+    ws.impl().coarsen_by_merge = merge;
+    ws.impl().speculative_pass2 = merge;  // (merge, speculated) and (bitmap, pass 2 after the counters)
+    DeviceMaskState out;
+    for (int it = 0; it < 200; ++it) {
+      const MaskShape s{1 + static_cast<std::int64_t>(g() % 2), 1 + static_cast<std::int64_t>(g() % 4),
+                        1 + static_cast<std::int64_t>(g() % 40), random_n_kvb(g)};
+      const MaskPattern p = g() % 2 ? MaskPattern::kRuns : MaskPattern::kRandom;
+      const auto bits = random_mask_bits(s, p, std::uniform_real_distribution<double>(0, 1)(g), g);
+      const std::string what = std::string(merge ? "merge" : "no speculation") + " it " + std::to_string(it);
+      HostMaskTensors dense = encode_dense(s, bits);
+      expect_same_state(dense, ws, out, "dense " + what);
+      HostMaskTensors csr = encode_csr(s, bits);
+      expect_same_state(csr, ws, out, "csr " + what);
+      HostMaskTensors lists = encode_index_lists(s, bits, 1, &g);
+      expect_same_state(lists, ws, out, "lists " + what);
+      if (HasFatalFailure()) return;
+    }
+  }
 }
 
 TEST(MaskStateGpu, Wan720pMaskMatchesCpu) {

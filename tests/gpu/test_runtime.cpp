@@ -52,6 +52,28 @@ TEST(Runtime, SelectedPlansMatchTheReference) {
   }
 }
 
+// The coarsened pair counts (features coarsen_cost2/4/8) are taken only for a key whose tree splits on them (the
+// embedded table: Q16K16), and then equal the CPU mu(M)'s; elsewhere, and for a forced plan, they are NaN.
+TEST(Runtime, CoarsenCostsCountedOnlyWhereTheTreeReadsThem) {
+  TESSERA_REQUIRE_GPU();
+  Runtime rt;
+  GpuCase small = make_case(41, 16, 16, 700, 4, 2, 128, DType::kBFloat16, 0.3);
+  rt.run(small.req, nullptr);
+  testing::device_sync();
+  const MaskStats cpu = build_mask_state_cpu(small.host_mask.mask).stats;
+  const MaskStats& got = rt.last_dispatch().stats;
+  EXPECT_EQ(got.counters, cpu.counters);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(got.coarsen_cost[i], cpu.coarsen_cost[i]) << i;
+  EXPECT_LE(error_vs_reference(small), 1e-2);
+  GpuCase big = make_case(42, 64, 64, 700, 4, 2, 128, DType::kBFloat16, 0.3);
+  rt.run(big.req, nullptr);
+  testing::device_sync();
+  EXPECT_EQ(rt.last_dispatch().stats.counters.coarsened_pairs[0], -1);
+  EXPECT_TRUE(std::isnan(rt.last_dispatch().stats.coarsen_cost[0]));
+  EXPECT_EQ(rt.last_dispatch().stats.counters.active_blocks, build_mask_state_cpu(big.host_mask.mask).stats.counters.active_blocks);
+  EXPECT_LE(error_vs_reference(big), 1e-2);
+}
+
 TEST(Runtime, EveryEligiblePlanOfARequestMatchesTheReference) {
   TESSERA_REQUIRE_GPU();
   Runtime rt;

@@ -43,7 +43,8 @@ def record(key, plan, latency=10.0, valid=True, split="profile", role=None, case
     r = {"case": case, "source": source, "split": split, "key": key,
          "features": {"batch_heads": 2, "seq_len": 1024, "density": 0.1, "run_coverage": 0.5,
                       "mean_run_length": 2, "mean_row_active": 4, "row_imbalance": 1.5,
-                      "grid_rows": 256, "active_blocks": 1024},
+                      "grid_rows": 256, "active_blocks": 1024,
+                      "coarsen_cost2": 1.2, "coarsen_cost4": 1.3, "coarsen_cost8": 1.4},
          "plan": plan, "latency_us": latency, "valid": valid}
     if role:
         r["role"] = role

@@ -30,8 +30,11 @@ FeatureVector case_features(const Case& c, const MaskStats& stats);
 /// mismatch throws Error(kFormatError, "records") naming the case, the feature and both values (the records do
 /// not come from this corpus, or the corpus changed). Errors of make_case (unknown family, index out of range,
 /// missing STA table) are rethrown with the case id. Returns the number of distinct cases; `stats`, when given,
-/// receives each case's MaskStats by case id (for offline analysis of candidate features).
+/// receives each case's MaskStats by case id (for offline analysis of candidate features). `mask_files` maps case
+/// ids to mask files (the records of `tessera profile --masks`, e.g. bench/generic_masks.py's): such a case is read
+/// from its file (read_mask_file) instead of regenerated, with the same source and feature checks.
 int refeature_records(std::vector<ProfileRecord>& records, const std::vector<FeaturePresence>& present,
-                      const CorpusOptions& opt, int threads, std::map<std::string, MaskStats>* stats = nullptr);
+                      const CorpusOptions& opt, int threads, std::map<std::string, MaskStats>* stats = nullptr,
+                      const std::map<std::string, std::string>& mask_files = {});
 
 }  // namespace tessera::corpus
