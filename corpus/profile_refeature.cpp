@@ -51,6 +51,12 @@ int refeature_records(std::vector<ProfileRecord>& records, const std::vector<Fea
         const Case c = file != mask_files.end() ? read_mask_file(file->second)
                        : cid.whole_request      ? make_whole_request(cid.family, cid.index, opt)
                                                 : make_case(cid.family, cid.index, opt);
+        const ProfileRecord& first_record = records[job.record];
+        if (const auto key = parse_request_key(first_record.key);
+            key && (key->block_q != c.meta.block_q || key->block_kv != c.meta.block_kv))
+          throw Error(ErrorCode::kFormatError, "records",
+                      fmt::format("case '{}': key '{}' has blocks {}x{} but the case's mask has {}x{}", job.id,
+                                  first_record.key, key->block_q, key->block_kv, c.meta.block_q, c.meta.block_kv));
         if (c.meta.source_id != cid.source)
           throw Error(ErrorCode::kFormatError, "records",
                       fmt::format("case '{}': the corpus case {} of family {} comes from source '{}'", job.id,
@@ -64,9 +70,14 @@ int refeature_records(std::vector<ProfileRecord>& records, const std::vector<Fea
                         fmt::format("case '{}': recorded feature '{}' = {} but the regenerated mask gives {}", job.id,
                                     feature_name(static_cast<Feature>(f)), old.features[f], job.features[f]));
       } catch (const Error& e) {
-        // One message that names the case once (e.what() would repeat the "tessera: ...:" prefix).
+        // One message that names the case once (e.what() would repeat the "tessera: ...:" prefix). A case neither
+        // in the corpus nor in a mask file: say where it was looked for.
         const bool named = e.message().find("'" + job.id + "'") != std::string::npos;
-        job.error = named ? e.message() : fmt::format("case '{}': {}", job.id, e.message());
+        const std::string where =
+            mask_files.empty() || mask_files.count(job.id)
+                ? std::string()
+                : std::string(" (no --masks file holds this case id either)");
+        job.error = (named ? e.message() : fmt::format("case '{}': {}", job.id, e.message())) + where;
       } catch (const std::exception& e) {
         job.error = fmt::format("case '{}': {}", job.id, e.what());
       }

@@ -73,13 +73,24 @@ void run_profile(const ProfileArgs& a) {
   opt.families = a.families;
   const std::set<std::string> sources(a.sources.begin(), a.sources.end());
   if (!sources.empty()) {  // every named source must exist in the selected families, or the list would be silently short
+    if (sources.size() != a.sources.size())
+      for (const std::string& s : a.sources)
+        if (std::count(a.sources.begin(), a.sources.end(), s) > 1)
+          throw Error(ErrorCode::kInvalidArgument, "--sources", fmt::format("'{}' is given more than once", s));
+    std::map<std::string, std::set<std::string>> of_family;  // family -> its source ids
     std::set<std::string> known;
     for (const std::string& fam : families_option(opt))
-      for (int i = 0; i < corpus::case_count(fam, opt); ++i) known.insert(corpus::case_origin(fam, i, opt).source_id);
-    for (const std::string& s : sources)
+      for (int i = 0; i < corpus::case_count(fam, opt); ++i)
+        known.insert(*of_family[fam].insert(corpus::case_origin(fam, i, opt).source_id).first);
+    for (const std::string& s : a.sources)
       if (!known.count(s))
         throw Error(ErrorCode::kInvalidArgument, "--sources",
                     fmt::format("'{}' is not a source of the selected families (known: {})", s, fmt::join(known, ", ")));
+    for (const auto& [fam, ids] : of_family)  // a selected family none of whose sources is named: no case at all
+      if (std::none_of(ids.begin(), ids.end(), [&](const std::string& s) { return sources.count(s) > 0; }))
+        throw Error(ErrorCode::kInvalidArgument, "--sources",
+                    fmt::format("names no source of family {} (its sources: {}); select fewer --families", fam,
+                                fmt::join(ids, ", ")));
   }
   // The work list first, so progress and ETA are known: corpus cases (family, index) or mask files (path).
   struct Item {
@@ -105,8 +116,9 @@ void run_profile(const ProfileArgs& a) {
           if (static_cast<int>(chosen.size()) > a.cases_per_split) chosen.resize(std::size_t(a.cases_per_split));
         }
         if (static_cast<int>(chosen.size()) < a.cases_per_split)  // stderr: --list's stdout stays one case a line
-          fmt::print(stderr, "tessera profile: {} has {} {}-split cases, fewer than --cases-per-split {}: all {} are taken\n",
-                     fam, chosen.size(), split, a.cases_per_split, chosen.size());
+          fmt::print(stderr, "tessera profile: {}{} has {} {}-split cases, fewer than --cases-per-split {}: all {} are taken\n",
+                     fam, sources.empty() ? std::string() : fmt::format(" (--sources {})", fmt::join(a.sources, ",")),
+                     chosen.size(), split, a.cases_per_split, chosen.size());
         for (const int i : chosen) {
           const corpus::CaseOrigin o = corpus::case_origin(fam, i, opt);
           const std::string id = fmt::format("{}/{}/{}{}", fam, o.source_id, i,

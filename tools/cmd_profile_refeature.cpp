@@ -71,15 +71,19 @@ void run_refeature(const RefeatureArgs& a) {
   if (a.case_stats) check_extra_output(*a.case_stats, "--case-stats", a.out, "--out", a.in, "--in");
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<FeaturePresence> present;
-  std::vector<ProfileRecord> records = read_profile_records(a.in, "", &present);
+  std::vector<ProfileRecord> records = read_profile_records(a.in, "", &present, /*need_profiling=*/false);
   check_sta_table_first(a, records);
   corpus::CorpusOptions opt;
   opt.sta_table = a.sta_table;
   std::map<std::string, MaskStats> stats;
   std::map<std::string, std::string> files;
   if (!a.masks.empty())
-    for (const corpus::MaskFileInput& in : corpus::list_mask_files(a.masks, {"profiling", "evaluation"}))
+    for (const corpus::MaskFileInput& in : corpus::list_mask_files(a.masks, {"profiling", "evaluation"})) {
+      // Nothing is written yet: an output that is one of the mask files would overwrite an input.
+      check_not_input(a.out, in.path, "--out", "--masks");
+      if (a.case_stats) check_not_input(*a.case_stats, in.path, "--case-stats", "--masks");
       files.emplace(in.case_id, in.path);
+    }
   int cases = 0;
   try {
     cases = corpus::refeature_records(records, present, opt, a.threads, a.case_stats ? &stats : nullptr, files);

@@ -97,7 +97,7 @@ void append_case_records(const std::string& path, const std::vector<ProfileRecor
 }
 
 std::vector<ProfileRecord> read_profile_records(const std::string& path, std::string_view arch,
-                                                std::vector<FeaturePresence>* present) {
+                                                std::vector<FeaturePresence>* present, bool need_profiling) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw Error(ErrorCode::kIoError, "--in", "'" + path + "' is a directory, not a profile file");
@@ -132,7 +132,7 @@ std::vector<ProfileRecord> read_profile_records(const std::string& path, std::st
   }
   if (records.empty()) throw Error(ErrorCode::kFormatError, "--in", fmt::format("{} holds no profile record", path));
   try {
-    check_profile_record_set(records, present);
+    check_profile_record_set(records, present, need_profiling);
   } catch (const Error& e) {
     throw Error(ErrorCode::kFormatError, "--in", fmt::format("{} (non-empty lines counted): {}", path, e.message()));
   }

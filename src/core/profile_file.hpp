@@ -30,7 +30,9 @@ void append_case_records(const std::string& path, const std::vector<ProfileRecor
 /// (check_profile_record against `arch`, then check_profile_record_set). Throws Error(kIoError, "--in") for a
 /// directory or an unreadable file, Error(kFormatError, "--in", "<path> line <n>: ...") for a bad record and
 /// Error(kFormatError, "--in") for a file with no record or a bad record set.
+/// `need_profiling`: as check_profile_record_set's (false for `tessera profile-refeature`, which compiles nothing).
 std::vector<ProfileRecord> read_profile_records(const std::string& path, std::string_view arch,
-                                                std::vector<FeaturePresence>* present = nullptr);
+                                                std::vector<FeaturePresence>* present = nullptr,
+                                                bool need_profiling = true);
 
 }  // namespace tessera

@@ -73,7 +73,8 @@ void check_profile_record(const ProfileRecord& r, std::string_view arch) {
     bad(fmt::format("record arch '{}' (key '{}') differs from --arch '{}'", k.arch, r.key, arch));
 }
 
-int check_profile_record_set(const std::vector<ProfileRecord>& records, const std::vector<FeaturePresence>* present) {
+int check_profile_record_set(const std::vector<ProfileRecord>& records, const std::vector<FeaturePresence>* present,
+                             bool need_profiling) {
   auto bad = [](std::size_t i, const std::string& msg) -> int {
     throw Error(ErrorCode::kFormatError, "profile", fmt::format("record {}: {}", i + 1, msg));
   };
@@ -103,7 +104,7 @@ int check_profile_record_set(const std::vector<ProfileRecord>& records, const st
                            it->second.second + 1, r.plan));
     }
   }
-  if (profiling == 0)
+  if (profiling == 0 && need_profiling)
     throw Error(ErrorCode::kFormatError, "profile",
                 "no record of the profiling split (\"split\": \"profile\"): there is nothing to compile a table from");
   return profiling;

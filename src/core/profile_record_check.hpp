@@ -46,7 +46,8 @@ void check_profile_record(const ProfileRecord& r, std::string_view arch);
 /// `present` (optional, one entry per record, from profile_record_from_json): which features each record carried;
 /// two records of a case then agree on the features both carry, so a file that mixes records of an older schema
 /// with re-featured ones can be re-featured (`tessera profile-refeature`). Without it every feature is compared.
+/// `need_profiling` false: a set without profiling-split records is accepted (re-featuring compiles nothing).
 int check_profile_record_set(const std::vector<ProfileRecord>& records,
-                             const std::vector<FeaturePresence>* present = nullptr);
+                             const std::vector<FeaturePresence>* present = nullptr, bool need_profiling = true);
 
 }  // namespace tessera

@@ -25,13 +25,14 @@ std::string case_id(const std::string& family, int index, const CorpusOptions& o
   return family + "/" + case_origin(family, index, opt).source_id + "/" + std::to_string(index);
 }
 
-ProfileRecord record_of(const std::string& id, const FeatureVector& features, const std::string& plan) {
+ProfileRecord record_of(const std::string& id, const FeatureVector& features, const std::string& plan,
+                        const std::string& key = "sm90a.bf16.d128.q64.kv64") {
   ProfileRecord r;
   r.case_id = id;
   r.source = parse_profile_case_id(id).source;
   r.request = r.source + "#0";
   r.split = "profile";
-  r.key = "sm90a.bf16.d128.q64.kv64";
+  r.key = key;
   r.features = features;
   r.plan = plan;
   r.latency_us = 10;
@@ -111,7 +112,8 @@ TEST(ProfileRefeature, RoundTripFromAnOlderSchema) {
   for (const auto& [family, index] : std::vector<std::pair<std::string, int>>{{"Q64K64", 0}, {"Q64K64", 1}, {"Q16K16", 2}}) {
     const std::string id = case_id(family, index, opt);
     const Case c = make_case(family, index, opt);
-    for (const char* plan : {"p0", "p1"}) truth.push_back(record_of(id, case_features(c, case_mask_stats(c)), plan));
+    const std::string key = "sm90a.bf16.d128.q" + std::to_string(c.meta.block_q) + ".kv" + std::to_string(c.meta.block_kv);
+    for (const char* plan : {"p0", "p1"}) truth.push_back(record_of(id, case_features(c, case_mask_stats(c)), plan, key));
   }
   const std::string dropped(feature_name(Feature::kMeanRowActive));
   std::vector<ProfileRecord> records;
@@ -133,6 +135,15 @@ TEST(ProfileRefeature, RoundTripFromAnOlderSchema) {
     EXPECT_EQ(records[i].plan, truth[i].plan);
     EXPECT_EQ(profile_record_from_json(profile_record_to_json(records[i])).features, truth[i].features);
   }
+}
+
+// A record whose key's blocks are not its case's (a 16x16 case under a 64x64 key) is refused, naming both.
+TEST(ProfileRefeature, KeyBlocksMustBeTheCases) {
+  const CorpusOptions opt = small_corpus();
+  const std::string id = case_id("Q16K16", 2, opt);
+  std::vector<ProfileRecord> recs{record_of(id, FeatureVector{}, "p0")};
+  std::vector<FeaturePresence> present(1);
+  expect_error([&] { refeature_records(recs, present, opt, 1); }, {id, "sm90a.bf16.d128.q64.kv64", "64x64", "16x16"});
 }
 
 // A whole request's record ("<case id>/whole") is re-featured from the whole request (every head of the layer), not

@@ -8,7 +8,8 @@ regenerated mask; bad case ids: one message naming --in and the line; a missing 
 (--families, --cases-per-family on the CPU path), mask files (padding bits, errors naming the path, directories,
 crafted headers: overflowing sizes, bad integers and types), masks generate/stats and profile --list argument checks
 (--seed, a non-empty --out, an STA table that is a directory; --whole-requests with --split / --cases-per-family),
-profile --sources (one source's cases; an unknown source), profile --masks (the user's mask files: --list lines with case id, split, request and path; missing files, directories
+profile --sources (one source's cases; an unknown or repeated source, a family with none named), profile-refeature
+--masks (cases read from files; an output that is one of them; a case found nowhere), profile --masks (the user's mask files: --list lines with case id, split, request and path; missing files, directories
 without masks, repeated files or case ids, malformed files, options it excludes), outputs refused before any work (an
 output that is
 an input: masks render, profile-refeature --case-stats, run --json over the STA table; --out = --case-stats; a repeated
@@ -229,6 +230,47 @@ def profile_refeature(tessera, work):
     check(rc != 0 and "io error: --sta-table: " in se and "/nonexistent.json" in se and "--in" not in se
           and se.count("tessera:") == 1 and not os.path.exists(out + "4"),
           "profile-refeature: a missing --sta-table is an io error naming --sta-table", so + se)
+    # evaluation records alone are re-featured (nothing is compiled here)
+    write(path, [json.dumps(dict(old, split="eval", features={}))])
+    rc, so, se = run(tessera, "profile-refeature", "--in", path, "--out", out + "5")
+    check(rc == 0 and "1 records of 1 cases" in so, "profile-refeature of evaluation records only", so + se)
+    # a key whose blocks are not the case's (a 64x64 case recorded under a 128x128 key)
+    wrong = dict(old, key="sm90a.bf16.d128.q128.kv128", plan="sm90a.mma.bf16.d128.q128d.kv128d.g1.tasc.split1.s2.w8",
+                 features={})
+    write(path, [json.dumps(wrong)])
+    rc, so, se = run(tessera, "profile-refeature", "--in", path, "--out", out + "6")
+    check(rc == 2 and "has blocks 128x128 but the case's mask has 64x64" in se and not os.path.exists(out + "6"),
+          "profile-refeature: a key whose blocks differ from the case's is refused", so + se)
+
+
+def refeature_masks(tessera, work):
+    """profile-refeature --masks: records of mask files (not corpus cases) are counted from the files; an output that
+    is one of those files is refused before anything is written; a case found nowhere says where it was looked for."""
+    corpus = os.path.join(work, "cli_corpus")  # written by mask_files()
+    manifest = json.load(open(os.path.join(corpus, "manifest.json")))
+    e = next(e for e in manifest["cases"] if e["family"] == "Q64K64-HD")
+    mask = os.path.join(corpus, e["file"])
+    with open(mask, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        meta = json.loads(f.read(n))["__metadata__"]
+    case = f"{meta['family']}/{meta['source_id']}/{meta['index']}"
+    rec = {"case": case, "source": meta["source_id"], "split": "profile", "key": "sm90a.bf16.d128.q64.kv64",
+           "plan": "sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4", "latency_us": 10.0, "valid": True,
+           "role": "default,direct", "features": {}}
+    path, out = os.path.join(work, "masks_rec.jsonl"), os.path.join(work, "masks_rec_v4.jsonl")
+    write(path, [json.dumps(rec)])
+    rc, so, se = run(tessera, "profile-refeature", "--in", path, "--out", out, "--masks", mask)
+    new = json.loads(open(out).read()) if rc == 0 else {"features": {}}
+    check(rc == 0 and new["features"].get("coarsen_cost2", 0) >= 1, "profile-refeature --masks FILE", so + se)
+    before = open(mask, "rb").read()
+    for opt in ("--out", "--case-stats"):
+        args = ["--out", mask] if opt == "--out" else ["--out", out + "2", "--case-stats", mask]
+        rc, so, se = run(tessera, "profile-refeature", "--in", path, *args, "--masks", mask)
+        check(rc == 2 and opt in se and "--masks" in se and open(mask, "rb").read() == before,
+              f"profile-refeature {opt} = a --masks file is refused and the file kept", so + se)
+    write(path, [json.dumps(dict(rec, case="Nope/src/1", source="src"))])
+    rc, so, se = run(tessera, "profile-refeature", "--in", path, "--out", out + "3", "--masks", mask)
+    check(rc == 2 and "no --masks file holds this case id" in se, "profile-refeature: a case found nowhere", so + se)
 
 
 def run_command(tessera, work):
@@ -391,6 +433,11 @@ def profile_sources(tessera):
     srcs = {line.split()[0].split("/")[1] for line in so.splitlines()}
     check(rc == 0 and len(so.splitlines()) == 12 and srcs == {"q64-vsa-wan720", "q16-vsa-wan5b"},
           "profile --sources over two families: three cases per family and split", so + se)
+    rc, so, se = run(tessera, "profile", "--list", "--families", "Q64K64", "--sources", "q64-vsa-wan720,q64-vsa-wan720")
+    check(rc == 2 and "--sources" in se and "more than once" in se and so == "", "profile --sources: a repeated id", so + se)
+    rc, so, se = run(tessera, "profile", "--list", "--families", "Q64K64", "STA-real", "--sources", "q64-vsa-wan720")
+    check(rc == 2 and "names no source of family STA-real" in se and "sta-hv768-b64" in se and so == "",
+          "profile --sources: a selected family none of whose sources is named", so + se)
     rc, so, se = run(tessera, "profile", "--list", "--families", "Q64K64", "--sources", "sta-hv768-b64")
     check(rc == 2 and "--sources" in se and "sta-hv768-b64" in se and "q64-vsa-wan720" in se and so == "",
           "profile --sources: a source outside the selected families is named with the known ones", so + se)
@@ -738,6 +785,7 @@ def main():
     run_command(tessera, work)
     mask_files(tessera, work)
     profile_masks(tessera, work)
+    refeature_masks(tessera, work)
     profile_sources(tessera)
     crafted_mask_files(tessera, work)
     lost_stdout(tessera, work)
