@@ -1,13 +1,16 @@
 // Benchmark of build_mask_state_gpu() on the Wan2.1 720p case (N = 75,600 tokens, 64 x 64 blocks -> n_qb = n_kvb =
 // 1182, 40 heads, ~10% density in runs, ~5.6M active blocks), one row per input format (dense u8, block-CSR, index
 // lists with unsorted rows) and per mode: speculative pass 2 (the default) and pass 2 after the host has read the
-// counters (the earlier sequence). Each format's input is held in 4 copies used in turn, so that repeated calls do
+// counters (the earlier sequence), each without and with the coarsened-pair count ("+pairs": the features
+// coarsen_cost2/4/8, which Runtime::run counts only for a key whose tree reads them; the counters then follow pass 2
+// and the count). Each format's input is held in 4 copies used in turn, so that repeated calls do
 // not run from L2. A 20 ms busy kernel ramps the SM clock, and a 300 us busy kernel precedes every sample (the
 // GPU is warm, as after the QKV GEMMs of a layer). Three timings, each the median of --runs calls after a warm-up:
 //   e2e:    CUDA events around the whole call (with its host wait for the counters), and host wall clock;
 //   stages: CUDA events recorded by the call itself at its stage boundaries (MaskStateWorkspace::Impl::stage_events):
 //           pass 1 (with the counters' memset), scan, counters copy, pass 2 (without speculation this last one
-//           includes the host round trip); gpu = start to end of pass 2 (the GPU time of one request).
+//           includes the host round trip), each from the boundary just before it in stream order (with "+pairs" the
+//           counters column holds the count and the copy, after pass 2); gpu = start to the last boundary.
 // The floor is the fewest bytes each format must move (input read once, mu(M) written once) over the measured
 // device copy bandwidth (cudaMemcpy device to device of 1 GiB, read + write bytes).
 // Output: a table on stdout and bench_mask_state.json in --out DIR (default ".").
@@ -89,12 +92,13 @@ double min_bytes(const BlockMask& m, std::int64_t nnz) {
   return out;
 }
 
-Result run(HostMaskTensors& h, int warmup, int runs, cudaStream_t stream, bool speculative) {
+Result run(HostMaskTensors& h, int warmup, int runs, cudaStream_t stream, bool speculative, bool coarsen) {
   DeviceBuffer bufs[kCopies][2];
   BlockMask masks[kCopies];
   for (int i = 0; i < kCopies; ++i) masks[i] = upload(h, bufs[i]);
   MaskStateWorkspace ws;
   ws.impl().speculative_pass2 = speculative;
+  ws.impl().count_coarsened = coarsen;
   DeviceMaskState out;
   cudaEvent_t start, stop, stages[Stage::kStages];
   TESSERA_CUDA_CHECK(cudaEventCreate(&start));
@@ -125,14 +129,20 @@ Result run(HostMaskTensors& h, int warmup, int runs, cudaStream_t stream, bool s
     bench::keep_gpu_busy(stream, 300.0);
     build_mask_state_gpu(masks[i % kCopies], stream, ws, out);
     TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream));
-    for (int k = 0; k < 4; ++k) {
+    // Each boundary's time from the start; a stage lasts from the boundary recorded just before it in stream order
+    // (the counters follow pass 2 and the coarsened-pair count when those are counted, precede pass 2 when not).
+    double t[Stage::kStages] = {0};
+    for (int k = 1; k < Stage::kStages; ++k) {
       float ms = 0;
-      TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, stages[k], stages[k + 1]));
-      st[k].push_back(ms * 1e3);
+      TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, stages[Stage::kStart], stages[k]));
+      t[k] = ms * 1e3;
     }
-    float ms = 0;
-    TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, stages[Stage::kStart], stages[Stage::kPass2]));
-    gpu.push_back(ms * 1e3);
+    const bool counters_last = t[Stage::kCounters] >= t[Stage::kPass2];
+    st[0].push_back(t[Stage::kPass1]);
+    st[1].push_back(t[Stage::kScan] - t[Stage::kPass1]);
+    st[2].push_back(t[Stage::kCounters] - (counters_last ? t[Stage::kPass2] : t[Stage::kScan]));
+    st[3].push_back(t[Stage::kPass2] - (counters_last ? t[Stage::kScan] : t[Stage::kCounters]));
+    gpu.push_back(std::max(t[Stage::kCounters], t[Stage::kPass2]));
   }
   ws.impl().stage_events = nullptr;
   TESSERA_CUDA_CHECK(cudaEventDestroy(start));
@@ -140,7 +150,7 @@ Result run(HostMaskTensors& h, int warmup, int runs, cudaStream_t stream, bool s
   for (auto& e : stages) TESSERA_CUDA_CHECK(cudaEventDestroy(e));
   Result r;
   r.format = mask_format_name(masks[0].format);
-  r.mode = speculative ? "speculative" : "after-sync";
+  r.mode = std::string(speculative ? "speculative" : "after-sync") + (coarsen ? "+pairs" : "");
   r.nnz = out.nnz;
   r.min_bytes = min_bytes(masks[0], out.nnz);
   r.event_us = median(ev);
@@ -211,27 +221,28 @@ int main(int argc, char** argv) {
     TESSERA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     const double bw = copy_bandwidth(stream);
     std::vector<Result> results;
-    for (bool speculative : {true, false}) {
-      {
-        HostMaskTensors h = encode_dense(s, bits);
-        results.push_back(run(h, warmup, runs, stream, speculative));
+    for (bool coarsen : {false, true})
+      for (bool speculative : {true, false}) {
+        {
+          HostMaskTensors h = encode_dense(s, bits);
+          results.push_back(run(h, warmup, runs, stream, speculative, coarsen));
+        }
+        {
+          HostMaskTensors h = encode_csr(s, bits);
+          results.push_back(run(h, warmup, runs, stream, speculative, coarsen));
+        }
+        {
+          std::mt19937_64 gl(721);
+          HostMaskTensors h = encode_index_lists(s, bits, 0, &gl);
+          results.push_back(run(h, warmup, runs, stream, speculative, coarsen));
+        }
       }
-      {
-        HostMaskTensors h = encode_csr(s, bits);
-        results.push_back(run(h, warmup, runs, stream, speculative));
-      }
-      {
-        std::mt19937_64 gl(721);
-        HostMaskTensors h = encode_index_lists(s, bits, 0, &gl);
-        results.push_back(run(h, warmup, runs, stream, speculative));
-      }
-    }
     TESSERA_CUDA_CHECK(cudaStreamDestroy(stream));
 
     std::printf("mask state, Wan2.1 720p: B_m=1 H_m=40 n_qb=n_kvb=1182 (%s), median of %d runs after %d warm-up, "
                 "%d input copies in turn; device copy bandwidth %.2f TB/s\n",
                 prop.name, runs, warmup, kCopies, bw * 1e-12);
-    std::printf("%-11s %-11s %8s %6s | %8s %8s | %6s %6s %8s %6s | %7s %6s\n", "format", "mode", "nnz", "floor",
+    std::printf("%-11s %-17s %8s %6s | %8s %8s | %6s %6s %8s %6s | %7s %6s\n", "format", "mode", "nnz", "floor",
                 "e2e ev", "wall", "pass1", "scan", "counters", "pass2", "gpu", "x flr");
     nlohmann::json j;
     j["benchmark"] = "mask_state";
@@ -250,7 +261,7 @@ int main(int argc, char** argv) {
         "the host round trip); gpu: start of pass 1 to end of pass 2; floor: min bytes / copy bandwidth";
     for (const Result& r : results) {
       const double floor_us = r.min_bytes / bw * 1e6;
-      std::printf("%-11s %-11s %8lld %6.1f | %8.1f %8.1f | %6.1f %6.1f %8.1f %6.1f | %7.1f %6.2f\n", r.format.c_str(),
+      std::printf("%-11s %-17s %8lld %6.1f | %8.1f %8.1f | %6.1f %6.1f %8.1f %6.1f | %7.1f %6.2f\n", r.format.c_str(),
                   r.mode.c_str(), static_cast<long long>(r.nnz), floor_us, r.event_us, r.wall_us, r.stage_us[0],
                   r.stage_us[1], r.stage_us[2], r.stage_us[3], r.gpu_us, r.gpu_us / floor_us);
       nlohmann::json stages;
