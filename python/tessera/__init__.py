@@ -32,9 +32,15 @@ __all__ = [
 
 
 def __getattr__(name):
-    """`tessera.distributed` is imported on first access (it imports torch; the rest of the package does not)."""
+    """`tessera.distributed` is imported on first access (it imports torch; the rest of the package does not);
+    `tessera.__version__` is the native library's version string (e.g. "0.1.0"; TesseraUnsupportedError when the
+    native module is not built)."""
     if name == "distributed":
         import importlib
 
         return importlib.import_module(".distributed", __name__)
+    if name == "__version__":
+        from .api import _C
+
+        return _C().version()
     raise AttributeError(f"module 'tessera' has no attribute {name!r}")

@@ -380,3 +380,13 @@ def test_last_dispatch_device_argument_is_checked(rng):
     for bad in ("cuda", -1, 1.5, True):
         e = _err(tessera.last_dispatch, bad)
         assert e.argument == "device", (bad, e)
+
+
+def test_version_is_the_native_librarys():
+    """tessera.__version__: the version `tessera version` prints, from the native module (pyproject's version)."""
+    import re
+
+    assert re.fullmatch(r"\d+\.\d+\.\d+", tessera.__version__)
+    from tessera import _C
+
+    assert tessera.__version__ == _C.version()
