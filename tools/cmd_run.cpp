@@ -23,6 +23,7 @@
 #include "run_cpu_default.hpp"
 #include "tessera/cuda_types.hpp"
 #include "tessera/error.hpp"
+#include "tessera/plan_table_file.hpp"
 #include "tessera/runtime.hpp"
 #include "tessera/version.hpp"
 #include "tessera_corpus/case_choice.hpp"
@@ -45,7 +46,19 @@ struct RunArgs {
   bool cpu = false;
   std::uint64_t seed = 1;
   double max_error = 1e-2;
+  std::string plan_table;  ///< --plan-table: a user plan table instead of the embedded one ("" = embedded)
 };
+
+/// Runs `f`, naming --plan-table in the errors that name the runtime's "plan_table_path".
+template <class F>
+auto with_plan_table_option(F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    if (e.argument() != "plan_table_path") throw;
+    throw Error(e.code(), "--plan-table", e.message());
+  }
+}
 
 /// The embedded default: `n` evaluation-split cases of every family (STA-real included), spread over the family's
 /// sources and requests (corpus::spread_cases).
@@ -147,7 +160,7 @@ bool split_and_traversal_for_regret(const std::string& id) {
 int run_gpu(const RunArgs& a) {
   Stream stream = nullptr;
   TESSERA_CUDA_CHECK(cudaStreamCreate(&stream));
-  Runtime rt;
+  Runtime rt = with_plan_table_option([&] { return Runtime(RuntimeOptions{.plan_table_path = a.plan_table}); });
   cudaDeviceProp prop{};
   TESSERA_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   fmt::print("tessera run: {} ({}), {}\n", prop.name, rt.arch(), rt.table_status());
@@ -349,6 +362,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--json", a->json_path, "Where to write the JSON report");
   cmd->add_flag("!--no-regret", a->regret, "Skip timing the candidate plans (no regret figures)");
   cmd->add_flag("!--no-check", a->check, "Skip the spot check against the GPU reference");
+  cmd->add_option("--plan-table", a->plan_table,
+                  "A plan table (JSON, from tessera compile-table; docs/selection.md) to select with instead of the "
+                  "embedded one; checked before anything runs");
   cmd->add_flag("--cpu", a->cpu, "Run the CPU plan executor on the scaled-down default even when a GPU is visible");
   auto seed_text = std::make_shared<std::string>("1");
   cmd->add_option("--seed", *seed_text, "Seed of the random Q/K/V (0 .. 2^64 - 1)");
@@ -365,6 +381,10 @@ void add_run_command(CLI::App& app) {
     check_output_dir(a->json_path, "--json");
     check_json_not_sta_table(opt, a->json_path);
     check_sta_table_first(opt);
+    // A user table is read and checked before anything runs (the CPU default selects as on sm90a).
+    const bool gpu = !a->cpu && cuda_device_count() > 0;
+    if (!a->plan_table.empty() && !gpu)
+      with_plan_table_option([&] { return check_plan_table_file(a->plan_table, "sm90a"); });
     int rc = 0;
     if (!a->cpu && cuda_device_count() > 0) {
       rc = run_gpu(*a);
@@ -377,7 +397,7 @@ void add_run_command(CLI::App& app) {
       if (no_regret->count() > 0 || no_check->count() > 0)
         fmt::print("tessera run: --no-regret and --no-check apply to the GPU path only (the CPU default times no "
                    "candidates and always compares with the float64 reference)\n");
-      rc = run_cpu_default(a->families, a->json_path, a->seed);
+      rc = run_cpu_default(a->families, a->json_path, a->seed, a->plan_table);
     }
     if (rc != 0) throw CLI::RuntimeError(rc);
   });

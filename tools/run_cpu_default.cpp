@@ -33,7 +33,8 @@ std::vector<double> random_vector(std::size_t n, std::mt19937_64& g) {
 
 }  // namespace
 
-int run_cpu_default(const std::vector<std::string>& families, const std::string& json_path, std::uint64_t seed) {
+int run_cpu_default(const std::vector<std::string>& families, const std::string& json_path, std::uint64_t seed,
+                    const std::string& plan_table) {
   corpus::CorpusOptions opt;
   opt.families = families;
   nlohmann::json records = nlohmann::json::array();
@@ -66,7 +67,9 @@ int run_cpu_default(const std::vector<std::string>& families, const std::string&
       r.geometry = {static_cast<int>(bq), static_cast<int>(bkv)};
       r.mask = BlockMask::from_dense(make_tensor(dense.data(), DType::kUInt8, Device::kCpu, {1, H, nqb, nkvb}));
       const auto t0 = std::chrono::steady_clock::now();
-      const DispatchInfo info = run_cpu(r);
+      CpuRunOptions options;
+      options.plan_table_path = plan_table;
+      const DispatchInfo info = run_cpu(r, options);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       const ReferenceOutput ref = reference_attention_cpu(r, build_mask_state_cpu(r.mask));
       double num = 0, den = 0;
@@ -80,6 +83,7 @@ int run_cpu_default(const std::vector<std::string>& families, const std::string&
                  ms, err);
       records.push_back({{"family", fam}, {"source", c.meta.source_id}, {"tokens", nq}, {"heads", H},
                          {"density", info.stats.density}, {"plan", info.plan_id}, {"regime", info.regime},
+                         {"table_status", info.table_status},
                          {"cpu_ms", ms}, {"rel_l2_vs_float64_reference", err}});
     }
   }

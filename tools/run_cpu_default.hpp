@@ -8,6 +8,8 @@
 
 namespace tessera::tools {
 
-int run_cpu_default(const std::vector<std::string>& families, const std::string& json_path, std::uint64_t seed);
+/// `plan_table`: a user plan table for the sm90a selection ("" = the embedded one), checked by the caller.
+int run_cpu_default(const std::vector<std::string>& families, const std::string& json_path, std::uint64_t seed,
+                    const std::string& plan_table = "");
 
 }  // namespace tessera::tools

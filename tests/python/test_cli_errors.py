@@ -5,7 +5,7 @@ Usage: python3 test_cli_errors.py TESSERA_BINARY WORK_DIR
 Covers: checked output files (run --json, compile-table --out, --out = --in refused), compile-table record checks (case ids
 included), compile-table --eval-report (rows, header alone, refused when it is --out however spelled, --in or empty), profile-refeature (records of an older schema re-featured and compiled; features that disagree with the
 regenerated mask; bad case ids: one message naming --in and the line; a missing --sta-table named as such), run argument checks
-(--families, --cases-per-family on the CPU path), mask files (padding bits, errors naming the path, directories,
+(--families, --cases-per-family on the CPU path, --plan-table: missing, used, another format version), mask files (padding bits, errors naming the path, directories,
 crafted headers: overflowing sizes, bad integers and types), masks generate/stats and profile --list argument checks
 (--seed, a non-empty --out, an STA table that is a directory; --whole-requests with --split / --cases-per-family),
 profile --sources (one source's cases; an unknown or repeated source, a family with none named), profile-refeature
@@ -274,6 +274,26 @@ def refeature_masks(tessera, work):
 
 
 def run_command(tessera, work):
+    # --plan-table: a user table, checked before anything runs, used by the selection (CPU default: sm90a's)
+    missing = os.path.join(work, "no_table.json")
+    rc, so, se = run(tessera, "run", "--cpu", "--families", "Q64K64", "--plan-table", missing,
+                     "--json", os.path.join(work, "pt.json"))
+    check(rc == 2 and "--plan-table" in se and missing in se and "io error" in se and so == ""
+          and not os.path.exists(os.path.join(work, "pt.json")), "run --plan-table missing: io error first", so + se)
+    table = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "core", "plan_tables", "sm90a.json")
+    copy = os.path.join(work, "user_table.json")
+    shutil.copy(table, copy)
+    rc, so, se = run(tessera, "run", "--cpu", "--families", "Q64K64", "--plan-table", copy,
+                     "--json", os.path.join(work, "pt.json"))
+    rep = json.load(open(os.path.join(work, "pt.json"))) if rc == 0 else {"cases": []}
+    check(rc == 0 and rep["cases"] and all(copy in c["table_status"] for c in rep["cases"]),
+          "run --plan-table FILE selects with that table", so + se)
+    bad = dict(json.load(open(copy)), format_version=3)
+    open(copy, "w").write(json.dumps(bad))
+    rc, so, se = run(tessera, "run", "--cpu", "--families", "Q64K64", "--plan-table", copy,
+                     "--json", os.path.join(work, "pt2.json"))
+    check(rc == 2 and "--plan-table" in se and "format_version 3" in se and so == "",
+          "run --plan-table of another format version: format error naming the option", so + se)
     rc, so, se = run(tessera, "run", "--cpu", "--families", "Bogus", "--json", os.path.join(work, "r.json"))
     check(rc != 0 and "--families" in se and "Bogus" in se and so == "", "run --families Bogus: error before output",
           so + se)
