@@ -187,6 +187,10 @@ TEST(MaskStateCpu, IndexListsWithHugeNkvbCheckWithoutATableOfNkvbSlots) {
       if (!argument) {
         const HostMaskState st = build_mask_state_cpu(m);
         EXPECT_EQ(st.col_indices, (std::vector<std::int32_t>{3, 5, 9, 1, 2, 7})) << n_kvb;
+        // Two disjoint rows of one head: their union (6 blocks) for both rows at every level, counted without a
+        // table of n_kvb slots (the fuzz regression index_lists_huge_n_kvb: 2^31 - 1 columns).
+        EXPECT_EQ(st.stats.counters.coarsened_pairs[0], 12) << n_kvb;
+        EXPECT_EQ(st.stats.counters.coarsened_pairs[2], 12) << n_kvb;
         return;
       }
       expect_error([&] { build_mask_state_cpu(m); }, ErrorCode::kInvalidArgument, argument, fragment,
