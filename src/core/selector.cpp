@@ -245,6 +245,8 @@ RequestSelections select_for_every_regime(std::span<const CatalogEntry> entries,
   if (table) {
     if (auto it = table->trees.find(key); it != table->trees.end()) r.tree = &it->second;
   }
+  r.reads_coarsen_cost = r.tree && (r.tree->splits_on(Feature::kCoarsenCost2) ||
+                                    r.tree->splits_on(Feature::kCoarsenCost4) || r.tree->splits_on(Feature::kCoarsenCost8));
   // A leaf whose ranking has no eligible plan falls back to the default plan; where there is none either, the
   // leaf keeps select_plan's error, raised only when a request's features reach it.
   auto fallback = [&](std::string regime, int skipped) {

@@ -99,6 +99,9 @@ struct RequestSelections {
   std::vector<std::optional<Selection>> by_leaf;
   std::string error;                   ///< select_plan's message for the leaves without a plan
   std::string error_argument = "request";  ///< and the argument it names ("q" for a head_dim no kernel has)
+  /// `tree` splits on coarsen_cost2/4/8, so mu(M) must count the coarsened pairs for these requests (Runtime::run
+  /// skips the count, which holds the host's read of the statistics until pass 2 is done, where no node reads it).
+  bool reads_coarsen_cost = false;
   /// select_plan(entries, table, request, features, cache) for the entries and cache this was built from; throws
   /// select_plan's Error(kUnsupported, error_argument, error) where select_plan does.
   const Selection& select(const FeatureVector& features) const;

@@ -283,10 +283,7 @@ void Runtime::run(const AttentionRequest& request, Stream stream, const RunOptio
     }
     // The coarsened pair counts delay the host's read of the counters (they need pass 2's sorted rows): counted only
     // where the request's tree reads them.
-    const RegimeTree* tree = memo->selections.tree;
-    m.mask_ws.impl().count_coarsened =
-        !forced && tree && (tree->splits_on(Feature::kCoarsenCost2) || tree->splits_on(Feature::kCoarsenCost4) ||
-                            tree->splits_on(Feature::kCoarsenCost8));
+    m.mask_ws.impl().count_coarsened = !forced && memo->selections.reads_coarsen_cost;
     const auto tm = Clock::now();
     build_mask_state_gpu(request.mask, stream, m.mask_ws, m.mask_state, hook);
     const double wait_us = last_wait_us(m.mask_ws);  // mu(M)'s one synchronization

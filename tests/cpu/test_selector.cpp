@@ -242,6 +242,18 @@ TEST(Selector, EveryRegimeMemoAnswersAsSelectPlan) {
       const RequestSelections memo = select_for_every_regime(catalog(), &table, r, &cache);
       EXPECT_EQ(memo.request, r);
       with_tree += memo.tree != nullptr;
+      // The runtime counts the coarsened pairs only where the key's tree reads them (the embedded table: Q16K16).
+      bool reads = false;
+      for (const TreeNode& n : memo.tree ? memo.tree->nodes : std::vector<TreeNode>{})
+        reads = reads || n.feature == static_cast<int>(Feature::kCoarsenCost2) ||
+                n.feature == static_cast<int>(Feature::kCoarsenCost4) || n.feature == static_cast<int>(Feature::kCoarsenCost8);
+      EXPECT_EQ(memo.reads_coarsen_cost, reads) << request_key(r).str();
+      if (bq == 16) {
+        EXPECT_TRUE(memo.reads_coarsen_cost);
+      }
+      if (bq == 64 && bkv == 64) {
+        EXPECT_FALSE(memo.reads_coarsen_cost);
+      }
       for (int i = 0; i < 200; ++i) {
         FeatureVector f{};
         for (int k = 0; k < kFeatureCount; ++k) {
