@@ -1,8 +1,8 @@
 // build_mask_state_cpu(): mu(M) on the host (the CPU twin of src/cuda/mask_state.cu).
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
+#include "core/coarsened_pairs.hpp"
 #include "core/mask_checks.hpp"
 #include "tessera/error.hpp"
 #include "tessera/mask_state.hpp"
@@ -87,31 +87,14 @@ MaskCounters count_mask_csr(const MaskShape& shape, const std::int32_t* row_offs
   for (std::int64_t r = 0; r < rows; ++r)
     count_row(col_indices + row_offsets[r], row_offsets[r + 1] - row_offsets[r], c);
   // Coarsened pairs: each aligned group of 8 query blocks of one (batch, head) merges its rows' sorted lists (no
-  // table of n_kvb slots: n_kvb may be ~2^31) and adds every distinct column to each pair, quad and octet holding it.
-  for (std::int64_t first = 0; first < rows; first += shape.n_qb) {
+  // table of n_kvb slots: n_kvb may be ~2^31).
+  for (std::int64_t first = 0; first < rows; first += shape.n_qb)
     for (std::int64_t qb = 0; qb < shape.n_qb; qb += 8) {
       const int n = static_cast<int>(std::min<std::int64_t>(8, shape.n_qb - qb));
       std::int64_t pos[8] = {}, end[8] = {};
       for (int r = 0; r < n; ++r) pos[r] = row_offsets[first + qb + r], end[r] = row_offsets[first + qb + r + 1];
-      std::int64_t distinct2[4] = {}, distinct4[2] = {}, distinct8 = 0;
-      for (;;) {
-        std::int32_t col = 0;
-        bool any = false;
-        for (int r = 0; r < n; ++r)
-          if (pos[r] < end[r] && (!any || col_indices[pos[r]] < col)) col = col_indices[pos[r]], any = true;
-        if (!any) break;
-        unsigned holds = 0;
-        for (int r = 0; r < n; ++r)
-          if (pos[r] < end[r] && col_indices[pos[r]] == col) holds |= 1u << r, ++pos[r];
-        for (int p = 0; p < 4; ++p) distinct2[p] += (holds >> (2 * p)) & 3u ? 1 : 0;
-        for (int q = 0; q < 2; ++q) distinct4[q] += (holds >> (4 * q)) & 15u ? 1 : 0;
-        ++distinct8;
-      }
-      for (int p = 0; p < 4; ++p) c.coarsened_pairs[0] += distinct2[p] * std::clamp(n - 2 * p, 0, 2);
-      for (int q = 0; q < 2; ++q) c.coarsened_pairs[1] += distinct4[q] * std::clamp(n - 4 * q, 0, 4);
-      c.coarsened_pairs[2] += distinct8 * n;
+      detail::add_group_coarsened_pairs(col_indices, pos, end, n, shape.n_kvb, c.coarsened_pairs);
     }
-  }
   return c;
 }
 

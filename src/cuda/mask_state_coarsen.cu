@@ -2,15 +2,17 @@
 // pass 2, or block-CSR input after its fused copy). Work unit: an aligned group of 8 query-block rows of one
 // (batch, head), which holds its pairs (c = 2), quads (c = 4) and octet (c = 8). The CPU twin is count_mask_csr()
 // (src/core/mask_state_cpu.cpp).
-//  - bitmap_kernel (the usual path): one warp per group; for each subgroup, the warp sets the rows' columns in a
-//    shared-memory bitmap of n_kvb bits with atomicOr, and a lane that sets a bit first adds the subgroup's row
-//    count (every row of a subgroup computes its union).
+//  - bitmap_kernel (the usual path): one warp per group, one pass over the group's entries (its rows are adjacent
+//    in the CSR): each lane sets its entry's column in its pair's, quad's and octet's shared-memory bitmaps (7 of
+//    n_kvb bits per warp) with atomicOr, and a lane that sets a bit first adds that subgroup's row count (every row
+//    of a subgroup computes its union).
 //  - merge_kernel (when one bitmap does not fit in shared memory, or forced for tests): one thread per group
 //    merges the rows' sorted lists and adds each distinct column to every subgroup holding it.
 // Both are safe on an invalid mask (whose counts the host discards): offsets are clamped to [0, nnz] and columns
 // outside [0, n_kvb) are skipped, so no access leaves the arrays and every loop ends.
 #include <algorithm>
 
+#include "core/coarsened_pairs.hpp"
 #include "cuda/check.cuh"
 #include "cuda/mask_state_common.cuh"
 #include "cuda/mask_state_launch.hpp"
@@ -53,31 +55,39 @@ __global__ void bitmap_kernel(CoarsenArgs a, DeviceCounters* c) {
   extern __shared__ std::uint32_t dyn[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   const int words = static_cast<int>((a.n_kvb + 31) / 32);
-  std::uint32_t* bm = dyn + static_cast<std::int64_t>(warp) * words;
+  // Per warp, 7 bitmaps of n_kvb bits: pairs 0-3, quads 4-5, the octet 6.
+  std::uint32_t* bm = dyn + static_cast<std::int64_t>(warp) * 7 * words;
   const std::int64_t groups = a.heads_rows / a.n_qb * ((a.n_qb + 7) / 8);
   unsigned long long pairs[3] = {0, 0, 0};
   for (std::int64_t g = static_cast<std::int64_t>(blockIdx.x) * warps + warp; g < groups;
        g += static_cast<std::int64_t>(gridDim.x) * warps) {
     const Group grp = group_at(a, g);
-    for (int level = 0; level < 3; ++level) {
-      const int size = 2 << level;
-      for (int first = 0; first < grp.n; first += size) {  // one subgroup
-        const int rows = min(size, grp.n - first);
-        for (int w = lane; w < words; w += 32) bm[w] = 0;
-        __syncwarp();
-        for (int r = first; r < first + rows; ++r) {
-          std::int64_t begin, end;
-          row_range(a, grp.row0 + r, begin, end);
-          for (std::int64_t i = begin + lane; i < end; i += 32) {
-            const std::int32_t col = a.col_indices[i];
-            if (col < 0 || col >= a.n_kvb) continue;
-            const std::uint32_t bit = 1u << (col & 31);
-            if (!(atomicOr(bm + (col >> 5), bit) & bit)) pairs[level] += static_cast<unsigned long long>(rows);
-          }
-        }
-        __syncwarp();
-      }
+    // The group's rows are adjacent in the CSR: offsets o[0..n] (clamped, non-decreasing), one load per lane.
+    std::int64_t mine = 0;
+    if (lane <= grp.n) mine = min64(max64(a.row_offsets[grp.row0 + lane], 0), a.nnz);
+    std::int64_t o[9];
+#pragma unroll
+    for (int r = 0; r < 9; ++r) o[r] = __shfl_sync(kFullWarp, mine, r <= grp.n ? r : grp.n);
+#pragma unroll
+    for (int r = 1; r < 9; ++r) o[r] = max64(o[r], o[r - 1]);
+    for (int w = lane; w < 7 * words; w += 32) bm[w] = 0;
+    __syncwarp();
+    // One pass over the group's entries; rows per subgroup: a pair, quad or octet may be cut by the head's end.
+    // o[r] for r > n is o[n] (copied from lane n), so o[8] ends the group and no entry maps to a row >= n.
+    for (std::int64_t i = o[0] + lane; i < o[8]; i += 32) {
+      const std::int32_t col = a.col_indices[i];
+      int r = 0;
+#pragma unroll
+      for (int k = 1; k < 8; ++k) r += i >= o[k] ? 1 : 0;
+      if (col < 0 || col >= a.n_kvb) continue;
+      const std::uint32_t bit = 1u << (col & 31);
+      const int word = col >> 5, p = r / 2, q = r / 4;
+      if (!(atomicOr(bm + p * words + word, bit) & bit)) pairs[0] += static_cast<unsigned long long>(min(2, grp.n - 2 * p));
+      if (!(atomicOr(bm + (4 + q) * words + word, bit) & bit))
+        pairs[1] += static_cast<unsigned long long>(min(4, grp.n - 4 * q));
+      if (!(atomicOr(bm + 6 * words + word, bit) & bit)) pairs[2] += static_cast<unsigned long long>(grp.n);
     }
+    __syncwarp();
   }
   flush(pairs, c);
 }
@@ -88,28 +98,13 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(CoarsenArgs a, Dev
   for (std::int64_t g = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; g < groups;
        g += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const Group grp = group_at(a, g);
-    std::int64_t pos[8], end[8];
+    std::int64_t pos[8], end[8], group[3] = {0, 0, 0};
     for (int r = 0; r < 8; ++r) {
       pos[r] = end[r] = 0;
       if (r < grp.n) row_range(a, grp.row0 + r, pos[r], end[r]);
     }
-    unsigned long long distinct2[4] = {0, 0, 0, 0}, distinct4[2] = {0, 0}, distinct8 = 0;
-    for (;;) {
-      std::int32_t col = 0x7fffffff;
-      for (int r = 0; r < 8; ++r)
-        if (pos[r] < end[r]) col = min(col, a.col_indices[pos[r]]);
-      if (col == 0x7fffffff) break;  // every row is done (no valid column is that large)
-      unsigned holds = 0;            // bit r: row r holds `col`
-      for (int r = 0; r < 8; ++r)
-        if (pos[r] < end[r] && a.col_indices[pos[r]] == col) holds |= 1u << r, ++pos[r];
-      if (col < 0 || col >= a.n_kvb) continue;
-      for (int p = 0; p < 4; ++p) distinct2[p] += (holds >> (2 * p)) & 3u ? 1 : 0;
-      for (int q = 0; q < 2; ++q) distinct4[q] += (holds >> (4 * q)) & 15u ? 1 : 0;
-      ++distinct8;
-    }
-    for (int p = 0; p < 4; ++p) pairs[0] += distinct2[p] * static_cast<unsigned long long>(max(0, min(2, grp.n - 2 * p)));
-    for (int q = 0; q < 2; ++q) pairs[1] += distinct4[q] * static_cast<unsigned long long>(max(0, min(4, grp.n - 4 * q)));
-    pairs[2] += distinct8 * static_cast<unsigned long long>(grp.n);
+    add_group_coarsened_pairs(a.col_indices, pos, end, grp.n, a.n_kvb, group);
+    for (int i = 0; i < 3; ++i) pairs[i] += static_cast<unsigned long long>(group[i]);
   }
   flush(pairs, c);
 }
@@ -120,7 +115,7 @@ void launch_coarsen(const CoarsenArgs& a, DeviceCounters* c, int sms, int max_sm
                     cudaStream_t s) {
   if (a.heads_rows == 0 || a.n_qb == 0) return;
   const std::int64_t groups = a.heads_rows / a.n_qb * ((a.n_qb + 7) / 8);
-  const std::int64_t row_bytes = (a.n_kvb + 31) / 32 * 4;
+  const std::int64_t row_bytes = (a.n_kvb + 31) / 32 * 4 * 7;  // a warp's 7 bitmaps (the name: one per warp)
   if (!force_merge && row_bytes <= max_smem) {
     // Up to 8 warps in the default 48 KiB; one warp with the opt-in shared memory for wider masks.
     const int warps_fit =
