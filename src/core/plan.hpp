@@ -20,7 +20,7 @@
 //   t<trav> kv traversal order inside a tile row: asc | desc | run (run-major: runs of consecutive kv tiles,
 //           longest first, ascending inside a run)
 //   split<P> split-KV partitions per query tile: 1, 2, 4, 8, 16, 32 or 64
-//   s<S>    K/V pipeline stages: 1..4. 1 = no prefetch (one K buffer: K(j+1) is issued after QK^T of tile j
+//   s<S>    K/V pipeline stages: 1..4. 1 = no K prefetch (one K buffer: K(j+1) is issued after QK^T of tile j
 //           and overlaps only its PV product); S >= 2 keeps S - 1 tiles in flight ahead of the current one
 //           (the 2..4 stages; s1 is a Tessera addition for shared-memory-bound tiles)
 //   w<W>    warps per CTA of the catalog entry: 1..16

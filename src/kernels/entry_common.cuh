@@ -15,13 +15,19 @@ namespace tessera::kernels {
 
 /// Raises kernel `fn`'s dynamic shared-memory limit to `bytes` on the current device, the first time only:
 /// the opt-in is a per-device attribute of the kernel, and setting it on every launch costs host time. `opted_in`
-/// (one per kernel) holds bit d once done on device d (devices 0..63; others set it every time).
-inline void opt_in_smem_once(const void* fn, int bytes, std::atomic<std::uint64_t>& opted_in) {
+/// (one per kernel) holds bit d once done on device d (devices 0..63; others set it every time). `carveout_percent`
+/// (0-100; -1: leave the driver's choice) is the preferred share of the SM's L1/shared-memory storage that goes to
+/// shared memory (cudaFuncAttributePreferredSharedMemoryCarveout): enough for the CTAs per SM the kernel was built
+/// for (wgmma: Config::kMinBlocks), so that the driver never picks a carveout that fits fewer.
+inline void opt_in_smem_once(const void* fn, int bytes, std::atomic<std::uint64_t>& opted_in,
+                             int carveout_percent = -1) {
   int dev = 0;
   TESSERA_CUDA_CHECK(cudaGetDevice(&dev));
   const std::uint64_t bit = dev < 64 ? std::uint64_t{1} << dev : 0;
   if (bit == 0 || !(opted_in.load(std::memory_order_relaxed) & bit)) {
     TESSERA_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    if (carveout_percent >= 0)
+      TESSERA_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, carveout_percent));
     opted_in.fetch_or(bit, std::memory_order_relaxed);
   }
 }

@@ -2,7 +2,7 @@
 // The wgmma attention kernel template (sm_90a; FlashAttention-3's warp-specialized scheme on Tessera's plan
 // contract): one CTA per WorkItem, or persistent CTAs that take items from the launch's list (scheduler.cuh).
 // Warpgroup 0 produces (producer.cuh: TMA loads of Q and of every entry's K and V
-// into S-stage rings), warpgroups 1.. consume (consumer.cuh: wgmma QK^T and PV, online softmax, epilogue; for
+// into the K and V rings), warpgroups 1.. consume (consumer.cuh: wgmma QK^T and PV, online softmax, epilogue; for
 // Coarsened-Q tiles of two warpgroups consumer_skip.cuh, which skips a warpgroup's foreign entries; for 16- and
 // 32-row query tiles consumer_swap.cuh: the transposed products S^T = K Q^T and O^T += V^T P^T).
 // Config (config.cuh) fixes the shapes and the register split; pipeline.cuh holds the barriers.
@@ -31,10 +31,10 @@ template <class Cfg, KvVariant V, bool kPersist>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) attention_kernel(const __grid_constant__ KernelParams kp) {
   static_assert(!kPersist || Cfg::kPersistent, "this tile runs one CTA per item");
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  // 128-byte swizzle atoms need 1024-byte-aligned buffers (Config::kAlignSlack pays for the rounding).
-  const std::uint32_t raw = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw));
-  unsigned char* smem = smem_raw + (((raw + 1023u) & ~1023u) - raw);
-  const Barriers<Cfg> bar(smem);
+  // 128-byte swizzle atoms need 1024-byte-aligned buffers; the barriers go where SmemLayout puts them.
+  const SmemLayout<Cfg> layout(smem_raw);
+  unsigned char* smem = layout.operands;
+  const Barriers<Cfg> bar(layout.small_region);
   const AttentionParams& p = kp.p;
   WorkItem it{};  // one CTA per item: the item, read before the set-up so that its latency hides behind it
   if constexpr (!kPersist) it = work_item(p, blockIdx.x);
@@ -67,8 +67,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) attention_kern
         }
       };
       if constexpr (kPersist) {  // the items the producer announces in the item ring, until the end mark
-        const volatile std::int32_t* const ring =
-            reinterpret_cast<const volatile std::int32_t*>(smem + Cfg::kItemOffset);
+        const volatile std::int32_t* const ring = bar.item_ring;
         for (;;) {
           const volatile std::int32_t* const slot = ring + pos.q_phase();
           consumer_wait(bar.q_full, 0, pos.q_phase());

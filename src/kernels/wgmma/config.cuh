@@ -9,8 +9,16 @@
 // W = 4 * (1 + T_Q / 64) warps.
 //
 // Shared memory (every operand 128-byte swizzled in 64-column panels of 128-byte rows, as TMA writes it):
-//   Q [kPanels][T_Q][64] | K [S][kPanels][T_KV][64] | V [S][kPanels][T_KV][64] | mbarriers | item ring [2]
-// Separate K and V rings of S stages each, so S = Q K^T of tile j can start before V(j) has landed.
+//   Q [kPanels][T_Q][64] | K [S][kPanels][T_KV][64] | V [kVStages][kPanels][T_KV][64] | (swapped: P^T, maxima)
+// from a 1024-byte-aligned base, and the mbarriers and the item ring [2] (kSmallBytes) in the alignment gap below
+// that base when the gap holds them, else after the operands (attention.cuh, SmemLayout).
+// Separate K and V rings, so S = Q K^T of tile j can start before V(j) has landed: S stages each, except that a
+// one-stage plan (s1: one K buffer, no K prefetch) keeps a two-stage V ring (kVStages). With one V stage the
+// producer, which issues K(0), V(0), K(1), V(1), ... in order, could issue V(j) only once PV(j-1) had retired, at the
+// end of the consumers' tile j, and K(j+1) queued behind it; with two, V(j) is issued a tile earlier and K(j+1) as
+// soon as S(j) has retired. The one-consumer T_KV = 128 tile still fits two CTAs per SM with it (112 KB of operands;
+// session 20). (Not the swapped tiles, whose s2 entries are the only ones built; bench/next/wgmma_t32s1.patch keeps
+// its one V stage.)
 //
 // Persistent CTAs (kPersistent; plans with persistent CTAs, `g1p`): the launcher starts as many CTAs as fit the GPU
 // at once; CTA c runs item c first, then takes the next item of the launch's work list (longest first) from a global
@@ -29,7 +37,7 @@
 namespace tessera::kernels::wgmma {
 
 /// T: __nv_bfloat16 or __half (any 2-byte type for the host). D: head_dim. TQ x TKV: physical tile. W: warps
-/// (producer warpgroup included). S: stages of the K ring and of the V ring.
+/// (producer warpgroup included). S: stages of the K ring and of the V ring (kVStages: 2 for an s1 tile).
 template <class T, int D_, int TQ_, int TKV_, int W_, int S_>
 struct Config {
   using Elem = T;
@@ -45,9 +53,10 @@ struct Config {
   static constexpr std::size_t kKvBytes = kKvPanelBytes * kPanels;  // one K or V stage
   static constexpr std::size_t kQOffset = 0;
   static constexpr std::size_t kKOffset = kQOffset + kQBytes;
+  static constexpr int kVStages = S == 1 && !kSwapAB ? 2 : S;  // stages of the V ring (see the header comment)
   static constexpr std::size_t kVOffset = kKOffset + S * kKvBytes;
   static constexpr std::size_t kPBytes = kSwapAB ? std::size_t(TQ) * kRowBytes : 0;  // one P^T buffer (swapped)
-  static constexpr std::size_t kPOffset = kVOffset + S * kKvBytes;                    // two buffers
+  static constexpr std::size_t kPOffset = kVOffset + kVStages * kKvBytes;             // two buffers
   static constexpr std::size_t kRedOffset = kPOffset + 2 * kPBytes;                   // [4 warps][T_Q] fp32
   static constexpr std::size_t kRedBytes = kSwapAB ? std::size_t(4) * TQ * 4 : 0;
   // Arrivals that release a stage: one per consumer warp (lane 0, after the warp's wgmma reads have retired).
@@ -58,15 +67,21 @@ struct Config {
   // (session 14). The host catalog copies it (CatalogEntry::persistent_ctas), so plans with persistent CTAs are
   // enumerated for these entries only.
   static constexpr bool kPersistent = !kSwapAB && !(kConsumers == 1 && TKV == 128);
-  static constexpr std::size_t kBarrierOffset = kRedOffset + kRedBytes;
-  // q_full, q_empty (kPersistent), k_full[S], k_empty[S], v_full[S], v_empty[S]
-  static constexpr int kBarriers = (kPersistent ? 2 : 1) + 4 * S;
-  static constexpr std::size_t kItemOffset = kBarrierOffset + kBarriers * 8;  // int32 [2] (kPersistent)
+  static constexpr std::size_t kOperandBytes = kRedOffset + kRedBytes;  // everything above the aligned base
+  // The small region: q_full, q_empty (kPersistent), k_full[S], k_empty[S], v_full[kVStages], v_empty[kVStages],
+  // then the item ring, int32 [2] (kPersistent).
+  static constexpr int kBarriers = (kPersistent ? 2 : 1) + 2 * S + 2 * kVStages;
   static constexpr std::size_t kItemBytes = kPersistent ? 8 : 0;
-  // The dynamic shared-memory window is only 16-byte aligned: the kernel rounds its base up to 1024 bytes
-  // (128-byte swizzle atoms), hence the slack.
-  static constexpr std::size_t kAlignSlack = 1024;
-  static constexpr std::size_t kSmemBytes = kItemOffset + kItemBytes + kAlignSlack;
+  static constexpr std::size_t kSmallBytes = kBarriers * 8 + kItemBytes;
+  // The dynamic shared-memory window is only 16-byte aligned: the kernel rounds its base up to 1024 bytes (128-byte
+  // swizzle atoms), a gap of 0 to 1008 bytes. The small region follows the operands, at a fixed offset from the
+  // aligned base; only where that would cost the s1 tile its second CTA per SM (kSmallInGap: the operands and
+  // 1008 + kSmallBytes bytes over 115,712) does it go into the gap when it fits there (gap >= kSmallBytes), else
+  // after the operands (then gap + kSmallBytes < 2 kSmallBytes <= 1008): 1008 bytes above the operands suffice.
+  // (Not everywhere: the run-time choice of its address made the persistent packed 128-row kernels spill 12 bytes.)
+  static constexpr std::size_t kAlignSlack = 1008;
+  static constexpr bool kSmallInGap = S == 1 && kOperandBytes + kAlignSlack + kSmallBytes > 115712;
+  static constexpr std::size_t kSmemBytes = kOperandBytes + kAlignSlack + (kSmallInGap ? 0 : kSmallBytes);
   static constexpr int kMaxSlots = 8;  // packed KV slots per tile (c_kv <= 8)
   // CTAs per SM asked of ptxas (__launch_bounds__): two for one-consumer tiles, one otherwise; three for a swapped
   // tile whose shared memory lets three be resident (228 KB per SM, 1 KB of it reserved per CTA). That caps the
@@ -78,6 +93,11 @@ struct Config {
   // down to 8; the producer keeps kProducerRegs (enough for the next entry's slot rows, prefetched) and the
   // consumers take the rest: 40 / 232 with two consumer warpgroups, 56 / 200 with one, 40 / 120 with three CTAs.
   static constexpr int kEntryRegs = (65536 / (kThreads * kMinBlocks)) / 8 * 8;
+  // The preferred shared-memory carveout (entry_common.cuh, opt_in_smem_once): 100 % for the s1 tile, whose two CTAs
+  // (2 x 116,720 bytes with the 1 KB reserved per CTA) fit only the largest carveout, so that the driver cannot pick
+  // one that holds a single CTA; elsewhere -1, the driver's choice (as measured until session 20; the swapped t16x64
+  // also needs the largest for its three CTAs, and has always run on the driver's choice).
+  static constexpr int kCarveoutPercent = S == 1 && kMinBlocks * (kSmemBytes + 1024) > 196 * 1024 ? 100 : -1;
   static constexpr int kProducerRegs = kConsumers == 1 && kMinBlocks <= 2 ? 56 : 40;
   // Swapped organisation: named barriers of the consumer warpgroup (ids 1 and 2; 0 is __syncthreads), the head
   // dimension's 64-row wgmma M blocks of O^T, and the query columns a thread holds in the accumulators (2 per n8 tile).
@@ -103,7 +123,10 @@ struct Config {
   static_assert(TQ == 16 || TQ == 32 || TQ == 64 || TQ == 128,
                 "T_Q = 64 x consumer warpgroups (1 or 2), or 16 / 32 (swapped)");
   static_assert(!kSwapAB || TKV == 64, "swapped tiles: T_KV = 64, the wgmma M of S^T = K Q^T");
-  static_assert(!kSwapAB || kOStageBytes <= 2 * S * kKvBytes, "the epilogue's O stage fits the K and V rings");
+  static_assert(!kSwapAB || kOStageBytes <= (S + kVStages) * kKvBytes, "the epilogue's O stage fits the K and V rings");
+  static_assert(!kSmallInGap || 2 * kSmallBytes <= kAlignSlack, "the small region fits the alignment slack (SmemLayout)");
+  static_assert(S > 1 || 2 * (kSmemBytes + 1024) <= 228 * 1024,
+                "an s1 tile (two-stage V ring) keeps two CTAs per SM: 228 KB per SM, 1 KB reserved per CTA");
   static_assert(W == 4 * (1 + kConsumers), "W counts the producer warpgroup and the consumers' 4 warps each");
   static_assert(TKV == 64 || TKV == 128, "T_KV: a wgmma N the PTX layer provides (64 or 128)");
   static_assert(S >= 1 && S <= 4, "1-4 stages per ring");

@@ -14,9 +14,9 @@
 // when Q sits in registers, else once the last S retired), so that the producer can load the next item's Q.
 // Coarsened-Q tiles of two consumer warpgroups on T_KV = 64 run consumer_skip.cuh's loop instead, which skips the
 // entries that only the other warpgroup's query blocks need (attention.cuh chooses).
-// Deadlock freedom: the producer issues K(0), V(0), K(1), V(1), ... and waits only for stages the consumers release
-// after reading them; the consumers wait for K(j) before V(j-1), both issued earlier, so every wait is for a load
-// already issued or issuable.
+// Deadlock freedom (any stage counts: S for K, Config::kVStages for V): the producer issues K(0), V(0), K(1), V(1),
+// ... in order and waits only for stages the consumers release after reading them; the consumers wait for K(j)
+// before V(j-1), both issued earlier, so every wait is for a load already issued or issuable.
 #include <cstdint>
 
 #include "kernels/output.cuh"
@@ -189,7 +189,8 @@ __device__ __forceinline__ void consumer_loop(const KernelParams& kp, const Item
   RowState st;
   TileMask<Cfg, V> mask;
   mask.init(p, row0, wg);
-  PipelineState<Cfg::S> kr = pos.ring(), vr = kr;  // K(j) and V(j-1) read positions
+  PipelineState<Cfg::S> kr = pos.ring();                                // K(j) read position
+  PipelineState<Cfg::kVStages> vr = pos.template ring<Cfg::kVStages>();  // V(j-1) read position
   std::uint32_t qf[Cfg::kQInRegisters ? Cfg::D / 16 : 1][4];  // Q's A fragments (kQInRegisters)
 
   if (n > 0) {

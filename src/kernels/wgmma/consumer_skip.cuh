@@ -19,6 +19,7 @@ namespace tessera::kernels::wgmma {
 /// A skipping consumer warpgroup's registers and ring positions over one work item, and the steps of its mainloop.
 template <class Cfg, KvVariant V>
 struct SkipConsumer {
+  static_assert(Cfg::kVStages == Cfg::S, "the lookahead's deadlock argument assumes rings of equal depth");
   using T = typename Cfg::Elem;
   float o[Cfg::D / 2];
   std::uint32_t pf[Cfg::TKV / 16][4];  // P of the last tile computed, whose PV product is pending

@@ -117,7 +117,8 @@ __device__ __forceinline__ void consumer_swap_loop(const KernelParams& kp, const
   ColumnState<Cfg::kCols> st;
   SwapTileMask<Cfg, V> mask;
   mask.init(p, warp, lane);
-  PipelineState<Cfg::S> kr, vr;  // K(j) and V(j-1) read positions
+  PipelineState<Cfg::S> kr;          // K(j) read position
+  PipelineState<Cfg::kVStages> vr;  // V(j-1) read position
 
   if (n > 0) {
     consumer_wait(bar.q_full, 0, 0);

@@ -38,7 +38,7 @@ void launch_variant(const AttentionParams& p, Stream stream) {
   const bool persist = Cfg::kPersistent && p.meta.persistent != 0;
   auto* fn = persist ? &attention_kernel<Cfg, V, Cfg::kPersistent> : &attention_kernel<Cfg, V, false>;
   static std::atomic<std::uint64_t> opted_in[2]{};
-  opt_in_smem_once(reinterpret_cast<const void*>(fn), int(Cfg::kSmemBytes), opted_in[persist]);
+  opt_in_smem_once(reinterpret_cast<const void*>(fn), int(Cfg::kSmemBytes), opted_in[persist], Cfg::kCarveoutPercent);
   if (p.meta.n_items == 0) return;
   KernelParams kp;
   kp.p = p;

@@ -1,8 +1,9 @@
 #pragma once
-// The K and V stage rings: S stages each, a "full" mbarrier per stage (the producer's TMA transaction completes it)
-// and an "empty" one (one arrival per consumer warp releases it). One PipelineState per role walks the stages;
-// the phase flips when the stage index wraps. Producer and consumers walk the same entry sequence (one stage per
-// KV tile of the work item), so they agree on every stage and phase by construction.
+// The K and V stage rings (S and Config::kVStages stages), a "full" mbarrier per stage (the producer's TMA
+// transaction completes it) and an "empty" one (one arrival per consumer warp releases it). One PipelineState per
+// role and ring walks the stages; the phase flips when the stage index wraps. Producer and consumers walk the same
+// entry sequence (one K and one V stage per KV tile of the work item), so they agree on every stage and phase by
+// construction.
 #include <cstdint>
 
 #include "kernels/ptx/mbarrier.cuh"
@@ -20,24 +21,42 @@ struct PipelineState {
   }
 };
 
-/// The CTA's barriers, carved from shared memory (Config::kBarrierOffset).
+/// Where the CTA's dynamic shared memory goes (config.cuh): the operands from the first 1024-byte boundary of the
+/// window, the small region (barriers, item ring; Config::kSmallBytes) right after them, or with
+/// Config::kSmallInGap in the gap below that boundary when it holds them. Either way it ends within kSmemBytes.
+template <class Cfg>
+struct SmemLayout {
+  unsigned char* operands;  // 1024-byte aligned: Q, the K and V rings, (swapped) P^T and the column maxima
+  unsigned char* small_region;     // 8-byte aligned: Barriers, then the item ring
+
+  __device__ __forceinline__ explicit SmemLayout(unsigned char* raw_base) {
+    const std::uint32_t raw = static_cast<std::uint32_t>(__cvta_generic_to_shared(raw_base));
+    const std::uint32_t gap = ((raw + 1023u) & ~1023u) - raw;
+    operands = raw_base + gap;
+    small_region = Cfg::kSmallInGap && gap >= Cfg::kSmallBytes ? raw_base : operands + Cfg::kOperandBytes;
+  }
+};
+
+/// The CTA's barriers and item ring, carved from the small region of SmemLayout.
 template <class Cfg>
 struct Barriers {
   std::uint64_t* q_full;   // [1]: Q has landed (persistent CTAs: and the item ring names the item)
   std::uint64_t* q_empty;  // [1], Cfg::kPersistent only: every consumer thread is done with Q
   std::uint64_t* k_full;   // [S]
   std::uint64_t* k_empty;  // [S]
-  std::uint64_t* v_full;   // [S]
-  std::uint64_t* v_empty;  // [S]
+  std::uint64_t* v_full;   // [kVStages]
+  std::uint64_t* v_empty;  // [kVStages]
+  std::int32_t* item_ring;  // [2], Cfg::kPersistent only (scheduler.cuh)
 
-  __device__ __forceinline__ explicit Barriers(unsigned char* base) {
-    auto* b = reinterpret_cast<std::uint64_t*>(base + Cfg::kBarrierOffset);
+  __device__ __forceinline__ explicit Barriers(unsigned char* small_region) {
+    auto* b = reinterpret_cast<std::uint64_t*>(small_region);
     q_full = b;
     q_empty = Cfg::kPersistent ? b + 1 : nullptr;
     k_full = b + (Cfg::kPersistent ? 2 : 1);
     k_empty = k_full + Cfg::S;
     v_full = k_empty + Cfg::S;
-    v_empty = v_full + Cfg::S;
+    v_empty = v_full + Cfg::kVStages;
+    item_ring = reinterpret_cast<std::int32_t*>(b + Cfg::kBarriers);
   }
   /// One thread: full barriers wait for one arrival (the producer's, with its transaction bytes), the stages' empty
   /// barriers for every consumer warp, q_empty for every consumer thread (consumer.cuh, release_q).
@@ -46,8 +65,10 @@ struct Barriers {
     if constexpr (Cfg::kPersistent) ptx::mbarrier_init(q_empty, Cfg::kConsumers * 128);
     for (int s = 0; s < Cfg::S; ++s) {
       ptx::mbarrier_init(k_full + s, 1);
-      ptx::mbarrier_init(v_full + s, 1);
       ptx::mbarrier_init(k_empty + s, Cfg::kConsumerWarps);
+    }
+    for (int s = 0; s < Cfg::kVStages; ++s) {
+      ptx::mbarrier_init(v_full + s, 1);
       ptx::mbarrier_init(v_empty + s, Cfg::kConsumerWarps);
     }
     ptx::fence_barrier_init();
@@ -62,9 +83,10 @@ template <int S>
 struct RingPositions {
   std::int32_t items = 0;    // items done (persistent CTAs: empty ones included)
   std::int32_t entries = 0;  // entries (KV tiles) done
-  /// The position of the next entry in either ring.
-  __device__ __forceinline__ PipelineState<S> ring() const {
-    return {entries % S, static_cast<std::uint32_t>(entries / S) & 1u};
+  /// The position of the next entry in a ring of St stages (the K ring: S; the V ring: Config::kVStages).
+  template <int St = S>
+  __device__ __forceinline__ PipelineState<St> ring() const {
+    return {entries % St, static_cast<std::uint32_t>(entries / St) & 1u};
   }
   /// The parity of the Q buffer's next use, and the item ring's slot of the next item.
   __device__ __forceinline__ std::uint32_t q_phase() const { return static_cast<std::uint32_t>(items) & 1u; }

@@ -75,13 +75,14 @@ __device__ __forceinline__ void producer_item(const KernelParams& kp, const Work
   for (int panel = 0; panel < Cfg::kPanels; ++panel)
     ptx::tma_load_4d(smem + Cfg::kQOffset + panel * Cfg::kQPanelBytes, &kp.q, panel * 64, it.q_start, it.head,
                      it.batch, bar.q_full);
-  PipelineState<Cfg::S> w = pos.ring();
-  for (int j = 0; j < n; ++j, w.advance()) {
+  PipelineState<Cfg::S> wk = pos.ring();
+  PipelineState<Cfg::kVStages> wv = pos.template ring<Cfg::kVStages>();
+  for (int j = 0; j < n; ++j, wk.advance(), wv.advance()) {
     if (j + 1 < n) next.load(p, it.entry_begin + j + 1);
-    producer_acquire(bar.k_empty, bar.k_full, w.stage, w.phase, Cfg::kKvBytes);
-    cur.issue(p, &kp.k, smem + Cfg::kKOffset + w.stage * Cfg::kKvBytes, kv_head, it.batch, bar.k_full + w.stage);
-    producer_acquire(bar.v_empty, bar.v_full, w.stage, w.phase, Cfg::kKvBytes);
-    cur.issue(p, &kp.v, smem + Cfg::kVOffset + w.stage * Cfg::kKvBytes, kv_head, it.batch, bar.v_full + w.stage);
+    producer_acquire(bar.k_empty, bar.k_full, wk.stage, wk.phase, Cfg::kKvBytes);
+    cur.issue(p, &kp.k, smem + Cfg::kKOffset + wk.stage * Cfg::kKvBytes, kv_head, it.batch, bar.k_full + wk.stage);
+    producer_acquire(bar.v_empty, bar.v_full, wv.stage, wv.phase, Cfg::kKvBytes);
+    cur.issue(p, &kp.v, smem + Cfg::kVOffset + wv.stage * Cfg::kKvBytes, kv_head, it.batch, bar.v_full + wv.stage);
     cur = next;
   }
 }
@@ -106,7 +107,7 @@ __device__ __forceinline__ void producer_persistent(const KernelParams& kp, unsi
                                                     const Barriers<Cfg>& bar) {
   static_assert(Cfg::kPersistent);
   const AttentionParams& p = kp.p;
-  volatile std::int32_t* const ring = reinterpret_cast<volatile std::int32_t*>(smem + Cfg::kItemOffset);
+  volatile std::int32_t* const ring = bar.item_ring;
   RingPositions<Cfg::S> pos;
   for (std::int32_t i = blockIdx.x;; i = take_ticket(p.meta.item_counter)) {
     const bool end = i >= p.meta.n_items;

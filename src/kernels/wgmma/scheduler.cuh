@@ -11,7 +11,7 @@
 // share a counter must not overlap (one Runtime's calls are ordered by the caller, runtime.hpp).
 //
 // The producer thread takes the tickets and announces each item to the consumers in the item ring
-// (Config::kItemOffset, two int32 slots by item parity) before its arrival on the Q buffer's full barrier (release;
+// (Barriers::item_ring, two int32 slots by item parity) before its arrival on the Q buffer's full barrier (release;
 // the consumers' wait acquires). Slot i & 1 is written again only for item i + 2, after every consumer thread released
 // the Q buffer of item i + 1, i.e. after it has finished item i, epilogue included. An index >= n_items ends the CTA.
 #include <cstdint>
