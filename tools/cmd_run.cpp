@@ -386,7 +386,7 @@ void add_run_command(CLI::App& app) {
     if (!a->plan_table.empty() && !gpu)
       with_plan_table_option([&] { return check_plan_table_file(a->plan_table, "sm90a"); });
     int rc = 0;
-    if (!a->cpu && cuda_device_count() > 0) {
+    if (gpu) {
       rc = run_gpu(*a);
     } else {
       if (!a->cpu) fmt::print("tessera run: no CUDA device visible: running the float64 CPU plan executor on a "

@@ -10,8 +10,8 @@
 //
 // Shared memory (every operand 128-byte swizzled in 64-column panels of 128-byte rows, as TMA writes it):
 //   Q [kPanels][T_Q][64] | K [S][kPanels][T_KV][64] | V [kVStages][kPanels][T_KV][64] | (swapped: P^T, maxima)
-// from a 1024-byte-aligned base, and the mbarriers and the item ring [2] (kSmallBytes) in the alignment gap below
-// that base when the gap holds them, else after the operands (attention.cuh, SmemLayout).
+// from a 1024-byte-aligned base, then the mbarriers and the item ring [2] (kSmallBytes); on the s1 tile
+// (kSmallInGap) those go into the alignment gap below that base when the gap holds them (pipeline.cuh, SmemLayout).
 // Separate K and V rings, so S = Q K^T of tile j can start before V(j) has landed: S stages each, except that a
 // one-stage plan (s1: one K buffer, no K prefetch) keeps a two-stage V ring (kVStages). With one V stage the
 // producer, which issues K(0), V(0), K(1), V(1), ... in order, could issue V(j) only once PV(j-1) had retired, at the
@@ -68,6 +68,8 @@ struct Config {
   // enumerated for these entries only.
   static constexpr bool kPersistent = !kSwapAB && !(kConsumers == 1 && TKV == 128);
   static constexpr std::size_t kOperandBytes = kRedOffset + kRedBytes;  // everything above the aligned base
+  // sm_90a's shared memory per SM, and what the hardware reserves of it per resident CTA.
+  static constexpr std::size_t kSmemPerSm = 228 * 1024, kReservedPerCta = 1024;
   // The small region: q_full, q_empty (kPersistent), k_full[S], k_empty[S], v_full[kVStages], v_empty[kVStages],
   // then the item ring, int32 [2] (kPersistent).
   static constexpr int kBarriers = (kPersistent ? 2 : 1) + 2 * S + 2 * kVStages;
@@ -75,12 +77,13 @@ struct Config {
   static constexpr std::size_t kSmallBytes = kBarriers * 8 + kItemBytes;
   // The dynamic shared-memory window is only 16-byte aligned: the kernel rounds its base up to 1024 bytes (128-byte
   // swizzle atoms), a gap of 0 to 1008 bytes. The small region follows the operands, at a fixed offset from the
-  // aligned base; only where that would cost the s1 tile its second CTA per SM (kSmallInGap: the operands and
-  // 1008 + kSmallBytes bytes over 115,712) does it go into the gap when it fits there (gap >= kSmallBytes), else
+  // aligned base; only where that would cost the s1 tile its second CTA per SM (kSmallInGap: the operands,
+  // 1008 and kSmallBytes over half an SM less the reservation, 115,712 bytes) does it go into the gap when it fits there (gap >= kSmallBytes), else
   // after the operands (then gap + kSmallBytes < 2 kSmallBytes <= 1008): 1008 bytes above the operands suffice.
   // (Not everywhere: the run-time choice of its address made the persistent packed 128-row kernels spill 12 bytes.)
   static constexpr std::size_t kAlignSlack = 1008;
-  static constexpr bool kSmallInGap = S == 1 && kOperandBytes + kAlignSlack + kSmallBytes > 115712;
+  static constexpr bool kSmallInGap =
+      S == 1 && kOperandBytes + kAlignSlack + kSmallBytes > kSmemPerSm / 2 - kReservedPerCta;
   static constexpr std::size_t kSmemBytes = kOperandBytes + kAlignSlack + (kSmallInGap ? 0 : kSmallBytes);
   static constexpr int kMaxSlots = 8;  // packed KV slots per tile (c_kv <= 8)
   // CTAs per SM asked of ptxas (__launch_bounds__): two for one-consumer tiles, one otherwise; three for a swapped
@@ -88,7 +91,7 @@ struct Config {
   // registers at entry below what the consumers then raise themselves to (setmaxnreg.inc must not lower them); that
   // many CTAs are resident when their shared memory fits too.
   static constexpr int kMinBlocks =
-      kConsumers == 1 ? (kSwapAB && 3 * (kSmemBytes + 1024) <= 228 * 1024 ? 3 : 2) : 1;
+      kConsumers == 1 ? (kSwapAB && 3 * (kSmemBytes + kReservedPerCta) <= kSmemPerSm ? 3 : 2) : 1;
   // Register split (setmaxnreg): the CTA's registers at entry are 64K / (kThreads * kMinBlocks) per thread, rounded
   // down to 8; the producer keeps kProducerRegs (enough for the next entry's slot rows, prefetched) and the
   // consumers take the rest: 40 / 232 with two consumer warpgroups, 56 / 200 with one, 40 / 120 with three CTAs.
@@ -97,7 +100,8 @@ struct Config {
   // (2 x 116,720 bytes with the 1 KB reserved per CTA) fit only the largest carveout, so that the driver cannot pick
   // one that holds a single CTA; elsewhere -1, the driver's choice (as measured until session 20; the swapped t16x64
   // also needs the largest for its three CTAs, and has always run on the driver's choice).
-  static constexpr int kCarveoutPercent = S == 1 && kMinBlocks * (kSmemBytes + 1024) > 196 * 1024 ? 100 : -1;
+  static constexpr int kCarveoutPercent =
+      S == 1 && kMinBlocks * (kSmemBytes + kReservedPerCta) > 196 * 1024 ? 100 : -1;
   static constexpr int kProducerRegs = kConsumers == 1 && kMinBlocks <= 2 ? 56 : 40;
   // Swapped organisation: named barriers of the consumer warpgroup (ids 1 and 2; 0 is __syncthreads), the head
   // dimension's 64-row wgmma M blocks of O^T, and the query columns a thread holds in the accumulators (2 per n8 tile).
@@ -125,7 +129,7 @@ struct Config {
   static_assert(!kSwapAB || TKV == 64, "swapped tiles: T_KV = 64, the wgmma M of S^T = K Q^T");
   static_assert(!kSwapAB || kOStageBytes <= (S + kVStages) * kKvBytes, "the epilogue's O stage fits the K and V rings");
   static_assert(!kSmallInGap || 2 * kSmallBytes <= kAlignSlack, "the small region fits the alignment slack (SmemLayout)");
-  static_assert(S > 1 || 2 * (kSmemBytes + 1024) <= 228 * 1024,
+  static_assert(S > 1 || 2 * (kSmemBytes + kReservedPerCta) <= kSmemPerSm,
                 "an s1 tile (two-stage V ring) keeps two CTAs per SM: 228 KB per SM, 1 KB reserved per CTA");
   static_assert(W == 4 * (1 + kConsumers), "W counts the producer warpgroup and the consumers' 4 warps each");
   static_assert(TKV == 64 || TKV == 128, "T_KV: a wgmma N the PTX layer provides (64 or 128)");
