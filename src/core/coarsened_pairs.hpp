@@ -8,6 +8,13 @@
 
 namespace tessera::detail {
 
+/// Rows of a group of n query-block rows that fall in the subgroup of `size` rows starting at row `first` (a pair,
+/// quad or octet; the last group of a head may be short, so this is in [0, size]).
+TESSERA_HD constexpr int subgroup_rows(int n, int first, int size) {
+  const int rows = n - first;
+  return rows < 0 ? 0 : rows > size ? size : rows;
+}
+
 /// One group of n <= 8 consecutive query-block rows of one (batch, head): merges the rows' sorted column lists
 /// cols[pos[r], end[r]) (pos[r] == end[r] for r >= n) and adds, for every distinct column in [0, n_kvb), the number
 /// of rows of each pair, quad and octet that computes it (the subgroup's rows, when any of them holds it) to
@@ -32,15 +39,9 @@ TESSERA_HD inline void add_group_coarsened_pairs(const std::int32_t* cols, std::
     ++distinct8;
   }
   // Every row of a subgroup computes its union; the last group of a head may be short.
-  for (int p = 0; p < 4; ++p) {
-    const int rows = n - 2 * p;
-    pairs[0] += distinct2[p] * (rows < 0 ? 0 : rows > 2 ? 2 : rows);
-  }
-  for (int q = 0; q < 2; ++q) {
-    const int rows = n - 4 * q;
-    pairs[1] += distinct4[q] * (rows < 0 ? 0 : rows > 4 ? 4 : rows);
-  }
-  pairs[2] += distinct8 * n;
+  for (int p = 0; p < 4; ++p) pairs[0] += distinct2[p] * subgroup_rows(n, 2 * p, 2);
+  for (int q = 0; q < 2; ++q) pairs[1] += distinct4[q] * subgroup_rows(n, 4 * q, 4);
+  pairs[2] += distinct8 * subgroup_rows(n, 0, 8);
 }
 
 }  // namespace tessera::detail

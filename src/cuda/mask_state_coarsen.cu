@@ -82,10 +82,12 @@ __global__ void bitmap_kernel(CoarsenArgs a, DeviceCounters* c) {
       if (col < 0 || col >= a.n_kvb) continue;
       const std::uint32_t bit = 1u << (col & 31);
       const int word = col >> 5, p = r / 2, q = r / 4;
-      if (!(atomicOr(bm + p * words + word, bit) & bit)) pairs[0] += static_cast<unsigned long long>(min(2, grp.n - 2 * p));
+      if (!(atomicOr(bm + p * words + word, bit) & bit))
+        pairs[0] += static_cast<unsigned long long>(subgroup_rows(grp.n, 2 * p, 2));
       if (!(atomicOr(bm + (4 + q) * words + word, bit) & bit))
-        pairs[1] += static_cast<unsigned long long>(min(4, grp.n - 4 * q));
-      if (!(atomicOr(bm + 6 * words + word, bit) & bit)) pairs[2] += static_cast<unsigned long long>(grp.n);
+        pairs[1] += static_cast<unsigned long long>(subgroup_rows(grp.n, 4 * q, 4));
+      if (!(atomicOr(bm + 6 * words + word, bit) & bit))
+        pairs[2] += static_cast<unsigned long long>(subgroup_rows(grp.n, 0, 8));
     }
     __syncwarp();
   }
