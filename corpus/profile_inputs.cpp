@@ -73,7 +73,12 @@ std::vector<MaskFileInput> list_mask_files(const std::vector<std::string>& paths
         throw Error(ErrorCode::kInvalidArgument, "--masks", fmt::format("'{}' is given more than once", file));
       MaskFileInput in;
       in.path = file;
-      in.meta = read_mask_file(file).meta;
+      try {
+        in.meta = read_mask_file(file).meta;
+      } catch (const Error& e) {  // a missing or unreadable file: name the option too, as other CLI inputs do
+        if (e.code() != ErrorCode::kIoError) throw;
+        throw Error(ErrorCode::kIoError, "--masks", fmt::format("'{}': {}", file, e.message()));
+      }
       // A geometry the runtime refuses would stop the profile at this file, after the files before it: refused now.
       for (const auto& [field, b] : {std::pair<const char*, int>{"block_q", in.meta.block_q}, {"block_kv", in.meta.block_kv}})
         if (!is_block_size(b))

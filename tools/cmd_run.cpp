@@ -364,7 +364,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("!--no-check", a->check, "Skip the spot check against the GPU reference");
   cmd->add_option("--plan-table", a->plan_table,
                   "A plan table (JSON, from tessera compile-table; docs/selection.md) to select with instead of the "
-                  "embedded one; checked before anything runs");
+                  "embedded one; checked before anything runs (the CPU default's requests are head_dim 64: it says so when "
+                  "the table has no tree for their keys)");
   cmd->add_flag("--cpu", a->cpu, "Run the CPU plan executor on the scaled-down default even when a GPU is visible");
   auto seed_text = std::make_shared<std::string>("1");
   cmd->add_option("--seed", *seed_text, "Seed of the random Q/K/V (0 .. 2^64 - 1)");

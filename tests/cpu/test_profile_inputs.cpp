@@ -86,7 +86,7 @@ TEST(ProfileInputs, MaskFilesAndDirectories) {
   fs::create_directories(empty);
   expect_error({empty.string()}, "--masks", "holds no .safetensors file");
   const std::string missing = (dir / "missing.safetensors").string();
-  expect_error({missing}, missing, "cannot read");
+  expect_error({missing}, "--masks", "'" + missing + "': cannot read");  // the option and the path
   const std::string junk = (dir / "README.txt").string();
   expect_error({junk}, junk, "header");
   fs::remove_all(dir);

@@ -5,11 +5,12 @@ Usage: python3 test_cli_errors.py TESSERA_BINARY WORK_DIR
 Covers: checked output files (run --json, compile-table --out, --out = --in refused), compile-table record checks (case ids
 included), compile-table --eval-report (rows, header alone, refused when it is --out however spelled, --in or empty), profile-refeature (records of an older schema re-featured and compiled; features that disagree with the
 regenerated mask; bad case ids: one message naming --in and the line; a missing --sta-table named as such), run argument checks
-(--families, --cases-per-family on the CPU path, --plan-table: missing, used, another format version), mask files (padding bits, errors naming the path, directories,
+(--families, the CPU path's notices for --cases-per-family, --no-regret and --no-check, --plan-table: missing, used, no tree
+for the CPU default's head_dim-64 keys, another format version), mask files (padding bits, errors naming the path, directories,
 crafted headers: overflowing sizes, bad integers and types), masks generate/stats and profile --list argument checks
 (--seed, a non-empty --out, an STA table that is a directory; --whole-requests with --split / --cases-per-family),
 profile --sources (one source's cases; an unknown or repeated source, a family with none named), profile-refeature
---masks (cases read from files; an output that is one of them; a case found nowhere), profile --masks (the user's mask files: --list lines with case id, split, request and path; missing files, directories
+--masks (cases read from files; an output that is one of them; a case found nowhere; a missing file named with --masks), profile --masks (the user's mask files: --list lines with case id, split, request and path; missing files, directories
 without masks, repeated files or case ids, malformed files, options it excludes), outputs refused before any work (an
 output that is
 an input: masks render, profile-refeature --case-stats, run --json over the STA table; --out = --case-stats; a repeated
@@ -271,6 +272,10 @@ def refeature_masks(tessera, work):
     write(path, [json.dumps(dict(rec, case="Nope/src/1", source="src"))])
     rc, so, se = run(tessera, "profile-refeature", "--in", path, "--out", out + "3", "--masks", mask)
     check(rc == 2 and "no --masks file holds this case id" in se, "profile-refeature: a case found nowhere", so + se)
+    missing = os.path.join(work, "no_such_refeature_masks.safetensors")
+    rc, so, se = run(tessera, "profile-refeature", "--in", path, "--out", out + "4", "--masks", missing)
+    check(rc == 2 and f"io error: --masks: '{missing}'" in se and not os.path.exists(out + "4"),
+          "profile-refeature --masks: a missing file is an io error naming the option and the file", so + se)
 
 
 def run_command(tessera, work):
@@ -288,6 +293,10 @@ def run_command(tessera, work):
     rep = json.load(open(os.path.join(work, "pt.json"))) if rc == 0 else {"cases": []}
     check(rc == 0 and rep["cases"] and all(copy in c["table_status"] for c in rep["cases"]),
           "run --plan-table FILE selects with that table", so + se)
+    # the table's keys are all head_dim 128, the CPU default's requests head_dim 64: one line says so
+    check(rc == 0 and f"--plan-table {copy} has no tree for sm90a.bf16.d64.q64.kv64 (the CPU default's requests are "
+          "head_dim 64)" in so and all(c["regime"].endswith("/default") for c in rep["cases"]),
+          "run --cpu --plan-table with no tree for the run's keys: a notice", so + se)
     bad = dict(json.load(open(copy)), format_version=3)
     open(copy, "w").write(json.dumps(bad))
     rc, so, se = run(tessera, "run", "--cpu", "--families", "Q64K64", "--plan-table", copy,
@@ -304,6 +313,11 @@ def run_command(tessera, work):
     j = os.path.join(work, "r.json")
     rc, so, se = run(tessera, "run", "--cpu", "--families", "Q16K16", "--cases-per-family", "3", "--json", j)
     check(rc == 0 and "one evaluation-split case per family" in so and os.path.exists(j), "run --cpu cases note",
+          so + se)
+    check("apply to the GPU path only" not in so and "has no tree" not in so,
+          "run --cpu: no --no-regret/--no-check or --plan-table notice when those options are not given", so)
+    rc, so, se = run(tessera, "run", "--cpu", "--families", "Q16K16", "--no-regret", "--json", j)
+    check(rc == 0 and "--no-regret and --no-check apply to the GPU path only" in so, "run --cpu --no-regret note",
           so + se)
     rc, so, se = run(tessera, "run", "--cpu", "--families", "Q16K16,Q32K16", "--no-check", "--json", j)
     check(rc == 0 and "2 case(s)" in so and "apply to the GPU path only" in so, "run --families A,B and the --no-check note",
@@ -386,7 +400,8 @@ def profile_masks(tessera, work):
           "profile --masks FILES --splits evaluation keeps the evaluation files", so + se)
     missing = os.path.join(work, "no_such_masks.safetensors")
     rc, so, se = run(tessera, "profile", "--list", "--masks", missing)
-    check(rc == 2 and missing in se and "io error" in se, "profile --masks: a missing file is an io error naming it", so + se)
+    check(rc == 2 and f"io error: --masks: '{missing}'" in se,
+          "profile --masks: a missing file is an io error naming the option and the file", so + se)
     empty_dir = os.path.join(work, "empty_masks")
     shutil.rmtree(empty_dir, ignore_errors=True)
     os.makedirs(empty_dir)

@@ -32,8 +32,9 @@ struct MaskFileInput {
 /// read and checked (read_mask_file). Only files whose metadata split is in `splits` ("profiling", "evaluation")
 /// are returned. Errors: Error(kInvalidArgument, "--masks") for no path, a path given twice (however spelled), a
 /// directory with no .safetensors file, two files holding the same case id (both named: family, source_id and
-/// index must tell cases apart), or no file in `splits`; read_mask_file's errors (kIoError for a missing or
-/// unreadable path, kFormatError for a malformed file) and case_record_fields's, with the file's path as argument.
+/// index must tell cases apart), or no file in `splits`; Error(kIoError, "--masks") naming the path for a missing
+/// or unreadable one (read_mask_file's message); read_mask_file's kFormatError for a malformed file and
+/// case_record_fields's errors, with the file's path as argument.
 std::vector<MaskFileInput> list_mask_files(const std::vector<std::string>& paths,
                                            const std::vector<std::string>& splits);
 
