@@ -18,8 +18,19 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
-  echo "setup: error: the CUDA toolkit (nvcc >= 12.8) is required and was not found on PATH or in /usr/local/cuda" >&2
+# The CMake presets (CMakePresets.json, preset "base") name this compiler (CMAKE_CUDA_COMPILER); an nvcc elsewhere
+# on PATH is not used by them.
+PRESET_NVCC=/usr/local/cuda/bin/nvcc
+if [ ! -x "$PRESET_NVCC" ]; then
+  if command -v nvcc >/dev/null 2>&1; then
+    toolkit=$(dirname "$(dirname "$(command -v nvcc)")")
+    echo "setup: error: the CMake presets build with CMAKE_CUDA_COMPILER=$PRESET_NVCC (CMakePresets.json, preset" \
+         "\"base\"), which does not exist; nvcc is at $(command -v nvcc): link that toolkit" \
+         "(ln -s $toolkit /usr/local/cuda) or change CMAKE_CUDA_COMPILER in CMakePresets.json" >&2
+  else
+    echo "setup: error: the CUDA toolkit (nvcc >= 12.8) is required at /usr/local/cuda (the CMake presets use" \
+         "$PRESET_NVCC) and was not found there or on PATH" >&2
+  fi
   exit 1
 fi
 # Python packages: the corpus tests (reading mask files with safetensors + numpy alone), the Python package
