@@ -126,6 +126,17 @@ def test_bad_user_tables_raise_naming_the_file(user_table, tmp_path):
     assert d["plan_id"] == base and str(table) in d["table_status"]
 
 
+def test_user_table_ranking_an_unknown_plan_id_raises_naming_the_file(user_table, tmp_path):
+    """A table of this build's catalog version cannot rank an id this build does not know: an error, never skipped."""
+    table, _, _ = user_table
+    assert tessera.load_plan_table(table)["keys"] == 1  # the unmodified table loads
+    broken = json.loads(table.read_text())
+    broken["tables"][0]["rankings"][0][0] = "xyz"
+    garbage = tmp_path / "garbage_id.json"
+    garbage.write_text(json.dumps(broken))
+    _expect_table_error(garbage, "format error", f"tree '{KEY}' leaf 0 ranks plan 'xyz', which does not parse")
+
+
 def test_user_table_changed_on_disk_is_read_again(user_table):
     table, base, _ = user_table
     tessera.load_plan_table(table)

@@ -3,6 +3,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 #include "core/catalog.hpp"
 #include "core/json_number.hpp"
@@ -34,28 +35,49 @@ Feature feature_named(const std::string& name, const std::string& where) {
   }
 }
 
-/// The tree's key parses and belongs to the table's arch; every ranked plan id that parses serves that key with a
-/// kernel family that targets the arch (an id this build cannot parse is left to the selector, which skips it).
+/// The tree's key parses as "<arch>.<dtype>.d<D>.q<B_Q>.kv<B_KV>" and belongs to the table's arch.
 void check_tree_key(const RegimeTree& t, const std::string& table_arch) {
   const std::optional<RequestKey> key = parse_request_key(t.key);
   if (!key) bad("tree key '" + t.key + "' is not \"<arch>.<dtype>.d<D>.q<B_Q>.kv<B_KV>\" (e.g. sm90a.bf16.d128.q64.kv64)");
   if (key->arch != table_arch)
     bad("tree key '" + t.key + "' is for arch " + key->arch + " but the table is for " + table_arch);
+}
+
+/// Checks one plan id of tree `t` (its base_plan or a ranked id); `subject` names it in every message, e.g. "tree
+/// 'K' leaf 2 ranks plan 'ID'". The id must be non-empty and parse (parse_plan_id), its kernel entry must be in this
+/// build's catalog (find_plan_entry over catalog(), which lists every entry of catalog.def, compiled or not), it must
+/// serve the tree's key and its family must have kernels for the table's arch. The table's catalog_version is this
+/// build's, so an id this build does not know cannot come from a legitimate table: it is corruption, not skipped.
+void check_plan_id(const std::string& id, const RegimeTree& t, const std::string& table_arch,
+                   const std::string& subject) {
+  if (id.empty()) bad(subject + ": the plan id is empty");
+  Plan p;
+  try {
+    p = parse_plan_id(id);
+  } catch (const Error& e) {
+    bad(subject + ", which does not parse: " + e.message());
+  }
+  if (!find_plan_entry(p))
+    bad(subject + ", whose kernel entry '" + plan_kernel_name(p) + "' is not in this build's catalog");
+  const std::string plan_key = plan_request_key(p).str();
+  if (plan_key != t.key) bad(subject + " of another key ('" + plan_key + "')");
+  if (!family_targets(p.family, p.arch))
+    bad(subject + " of the " + std::string(family_name(p.family)) + " family, which has no kernels for " + table_arch);
+}
+
+/// The tree's base_plan is a plan id this build knows that serves the tree's key (check_plan_id).
+void check_base_plan(const RegimeTree& t, const std::string& table_arch) {
+  check_plan_id(t.base_plan, t, table_arch, "tree '" + t.key + "' base_plan '" + t.base_plan + "'");
+}
+
+/// Every ranked id passes check_plan_id, and no ranking names a plan twice.
+void check_ranked_ids(const RegimeTree& t, const std::string& table_arch) {
   for (std::size_t l = 0; l < t.rankings.size(); ++l) {
+    std::set<std::string> seen;
     for (const std::string& id : t.rankings[l]) {
-      Plan p;
-      try {
-        p = parse_plan_id(id);
-      } catch (const Error&) {
-        continue;  // documented: a plan id this build cannot parse is skipped by the selector
-      }
-      const std::string plan_key = plan_request_key(p).str();
-      if (plan_key != t.key)
-        bad("tree '" + t.key + "' leaf " + std::to_string(l) + " ranks plan '" + id + "' of another key ('" +
-            plan_key + "')");
-      if (!family_targets(p.family, p.arch))
-        bad("tree '" + t.key + "' leaf " + std::to_string(l) + " ranks plan '" + id + "' of the " +
-            std::string(family_name(p.family)) + " family, which has no kernels for " + table_arch);
+      const std::string subject = "tree '" + t.key + "' leaf " + std::to_string(l) + " ranks plan '" + id + "'";
+      check_plan_id(id, t, table_arch, subject);
+      if (!seen.insert(id).second) bad(subject + " twice");
     }
   }
 }
@@ -180,7 +202,10 @@ PlanTable plan_table_from_json(const std::string& text, const std::string& expec
         if (!(edges[i - 1] < edges[i])) bad("bucket edges of '" + std::string(feature_name(feat)) + "' are not increasing");
       t.schema.edges[static_cast<int>(feat)] = std::move(edges);
     }
-    for (const json& jt : j.at("tables")) {
+    const json& tables = j.at("tables");
+    if (!tables.is_array()) bad("field 'tables' is not an array of trees");
+    if (tables.empty()) bad("the table has no trees (field 'tables' is empty)");
+    for (const json& jt : tables) {
       RegimeTree tree;
       tree.key = jt.at("key").get<std::string>();
       const std::string where = "tree '" + tree.key + "'";
@@ -208,8 +233,12 @@ PlanTable plan_table_from_json(const std::string& text, const std::string& expec
           tree.leaf_cases.push_back(static_cast<int>(
               json_integer(lc[l], "plan_table", where + " leaf_cases[" + std::to_string(l) + "]", 0, kIntMax)));
       }
-      check_tree(tree);
+      // The base plan before the structure (every ranking ends with it, so a bad one is reported as itself), the
+      // ranked ids after it (a ranking that does not end with the base plan is reported as that).
       check_tree_key(tree, t.arch);
+      check_base_plan(tree, t.arch);
+      check_tree(tree);
+      check_ranked_ids(tree, t.arch);
       if (!t.trees.emplace(tree.key, tree).second) bad("key '" + tree.key + "' appears twice");
     }
   } catch (const json::exception& e) {

@@ -76,9 +76,12 @@ std::string plan_table_to_json(const PlanTable& table);
 /// numbers; the message names the field), a wrong format name or version, a catalog version different from
 /// `expected_catalog_version` (when non-empty), an unknown arch, unknown feature names, edges not increasing, a tree
 /// key that is not "<arch>.<dtype>.d<D>.q<B_Q>.kv<B_KV>" (parse_request_key) or whose arch is not the table's, a key
-/// twice, out-of-range node links, cycles, rankings that do not end with the base plan, or a ranked plan id that
-/// parses but serves another key (another arch, dtype, head_dim, B_Q or B_KV). A ranked id that does not parse is
-/// kept: the selector skips it (a table written by another build may name plans this build does not know).
+/// twice, no tree at all (an empty "tables"), out-of-range node links, cycles, rankings that do not end with the base
+/// plan, or a base_plan or ranked plan id that is empty, does not parse (parse_plan_id), names a kernel entry this
+/// build's catalog does not have, serves another key (another arch, dtype, head_dim, B_Q or B_KV) or a family with
+/// no kernels for the table's arch; and a plan id twice in one ranking. A table of this build's catalog version
+/// cannot name ids this build does not know, so such an id is corruption, never skipped; the message names the
+/// tree key, the leaf (or base_plan) and the id.
 PlanTable plan_table_from_json(const std::string& json, const std::string& expected_catalog_version = "");
 
 /// plan_table_from_json, then checks that the table was profiled for `device_arch` (the running GPU's arch name,

@@ -136,7 +136,7 @@ std::optional<Plan> parse_ranked(const std::string& id, SelectorCache* cache) {
   try {
     p = parse_plan_id(id);
   } catch (const Error&) {
-    // a table written by another build may name plans this build cannot parse: skipped
+    // skipped: a loaded table cannot rank one (plan_table_from_json rejects it), a PlanTable built in code may
   }
   if (cache) cache->parsed.emplace(id, p);
   return p;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "core/catalog.hpp"
@@ -15,6 +16,13 @@ namespace tessera {
 namespace {
 
 constexpr const char* kKey = "sm90a.bf16.d128.q64.kv64";
+// Plans of kKey on entries of this build's catalog: a table that is loaded (plan_table_from_json) ranks only plan ids
+// this build knows, so the artifact tests use these where the compiler tests use names.
+constexpr const char* kBasePlan = "sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4";
+constexpr const char* kPlanA = "sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split2.s2.w4";
+constexpr const char* kPlanB = "sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split4.s2.w4";
+constexpr const char* kPlanC = "sm90a.mma.bf16.d128.q64d.kv64d.g1.tdesc.split1.s2.w4";
+constexpr const char* kSm80Base = "sm80.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4";  // of sm80.bf16.d128.q64.kv64
 
 // Plan "fast_sparse" wins below density 0.1, "fast_dense" above; "base" is always 1.5x slower than the best;
 // "flaky" is fastest but invalid on a third of the profiled cases (so it can never be ranked) and on every
@@ -101,9 +109,14 @@ TEST(PlanTableCompiler, TooFewCasesGiveOneLeaf) {
 }
 
 TEST(PlanTableArtifact, JsonRoundTrip) {
+  std::vector<ProfileRecord> prof = synthetic_profile(3, 200, "profile");
+  const std::map<std::string, std::string> ids = {
+      {"fast_sparse", kPlanA}, {"fast_dense", kPlanB}, {"base", kBasePlan}, {"flaky", kPlanC}};
+  for (ProfileRecord& r : prof) r.plan = ids.at(r.plan);
   CompileOptions opt;
-  opt.base_plans[kKey] = "base";
-  PlanTable table = compile_plan_table(synthetic_profile(3, 200, "profile"), opt);
+  opt.base_plans[kKey] = kBasePlan;
+  PlanTable table = compile_plan_table(prof, opt);
+  ASSERT_GT(table.trees.at(kKey).rankings.size(), 1u);  // the density split: more than one ranking round-trips
   table.catalog_version = "cat-1";
   table.arch = "sm90a";
   table.gpu_name = "NVIDIA H200";
@@ -128,10 +141,10 @@ TEST(PlanTableArtifact, RejectsCorruptOrMismatchedArtifacts) {
   table.arch = "sm90a";
   RegimeTree t;
   t.key = kKey;
-  t.base_plan = "base";
+  t.base_plan = kBasePlan;
   t.nodes = {TreeNode{}};
   t.nodes[0].leaf = 0;
-  t.rankings = {{"a", "base"}};
+  t.rankings = {{kPlanA, kBasePlan}};
   t.leaf_cases = {40};
   table.trees[kKey] = t;
   const std::string good = plan_table_to_json(table);
@@ -147,8 +160,9 @@ TEST(PlanTableArtifact, RejectsCorruptOrMismatchedArtifacts) {
     expect_format_error(v, std::string("format_version ") + other + " is not the supported version 4");
   }
   expect_format_error(good, "does not match this build's catalog", "cat-2");
-  std::string bad_rank = good;
-  bad_rank.replace(bad_rank.find("\"base\"\n"), 6, "\"zzzz\"");
+  std::string bad_rank = good;  // the ranking's last id (the base_plan field's line ends with a comma)
+  const std::string last = "\"" + std::string(kBasePlan) + "\"\n";
+  bad_rank.replace(bad_rank.find(last), last.size(), "\"" + std::string(kPlanB) + "\"\n");
   expect_format_error(bad_rank, "does not end with the base plan");
   std::string bad_leaf = good;
   bad_leaf.replace(bad_leaf.find("\"leaf\": 0"), 9, "\"leaf\": 7");
@@ -160,17 +174,18 @@ TEST(PlanTableArtifact, RejectsCorruptOrMismatchedArtifacts) {
   expect_format_error(truncated, "not valid JSON");
 }
 
-// A one-leaf table of `arch` with one tree `key` whose single ranking is `ranking` (ending with base plan "base").
-std::string one_tree_table(const std::string& arch, const std::string& key, std::vector<std::string> ranking) {
+// A one-leaf table of `arch` with one tree `key` whose single ranking is `ranking`, then the base plan `base`.
+std::string one_tree_table(const std::string& arch, const std::string& key, std::vector<std::string> ranking,
+                           const std::string& base = kBasePlan) {
   PlanTable table;
   table.catalog_version = "cat-1";
   table.arch = arch;
   RegimeTree t;
   t.key = key;
-  t.base_plan = "base";
+  t.base_plan = base;
   t.nodes = {TreeNode{}};
   t.nodes[0].leaf = 0;
-  ranking.push_back("base");
+  ranking.push_back(base);
   t.rankings = {ranking};
   t.leaf_cases = {40};
   table.trees[key] = t;
@@ -178,8 +193,10 @@ std::string one_tree_table(const std::string& arch, const std::string& key, std:
 }
 
 TEST(PlanTableArtifact, RejectsUnknownArchBadKeysAndPlansOfAnotherKey) {
-  const std::string plan = "sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4";  // serves kKey
-  EXPECT_NO_THROW(plan_table_from_json(one_tree_table("sm90a", kKey, {plan, "not-a-plan-id"})));
+  const std::string plan = kPlanA;  // serves kKey
+  EXPECT_NO_THROW(plan_table_from_json(one_tree_table("sm90a", kKey, {plan})));
+  expect_format_error(one_tree_table("sm90a", kKey, {plan, "not-a-plan-id"}),
+                      "tree '" + std::string(kKey) + "' leaf 0 ranks plan 'not-a-plan-id', which does not parse");
   expect_format_error(one_tree_table("sm99", kKey, {}), "arch 'sm99' is not a known architecture");
   expect_format_error(one_tree_table("sm90a", "garbage", {}),
                       "tree key 'garbage' is not \"<arch>.<dtype>.d<D>.q<B_Q>.kv<B_KV>\"");
@@ -191,7 +208,7 @@ TEST(PlanTableArtifact, RejectsUnknownArchBadKeysAndPlansOfAnotherKey) {
                       "('sm80.bf16.d128.q64.kv64')");
   // a family with no kernels for the arch (wgmma is sm_90a only): the table of a user who edited an sm90a table
   const std::string sm80_wgmma = "sm80.wgmma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w8";
-  expect_format_error(one_tree_table("sm80", "sm80.bf16.d128.q64.kv64", {sm80_wgmma}),
+  expect_format_error(one_tree_table("sm80", "sm80.bf16.d128.q64.kv64", {sm80_wgmma}, kSm80Base),
                       "leaf 0 ranks plan '" + sm80_wgmma + "' of the wgmma family, which has no kernels for sm80");
   for (const char* other : {"sm90a.mma.f16.d128.q64d.kv64d.g1.tasc.split1.s2.w4",   // dtype
                             "sm90a.mma.bf16.d64.q64d.kv64d.g1.tasc.split1.s2.w4",   // head_dim
@@ -201,7 +218,7 @@ TEST(PlanTableArtifact, RejectsUnknownArchBadKeysAndPlansOfAnotherKey) {
 }
 
 TEST(PlanTableArtifact, TableOfAnotherArchIsRejectedForThisGpu) {
-  const std::string sm80 = one_tree_table("sm80", "sm80.bf16.d128.q64.kv64", {});
+  const std::string sm80 = one_tree_table("sm80", "sm80.bf16.d128.q64.kv64", {}, kSm80Base);
   EXPECT_NO_THROW(plan_table_for_arch(sm80, "sm80", "cat-1"));
   try {
     plan_table_for_arch(sm80, "sm90a", "cat-1");

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/catalog.hpp"
 #include "core/plan_table.hpp"
@@ -114,12 +115,17 @@ TEST(PlanTableFile, RunCpuSelectsWithTheUserTable) {
   std::filesystem::remove(path);
 }
 
+// One key's plans: the base plan, another plan of the same entry, and an id that parses but whose kernel entry
+// (mma.bf16.d64.t64x64.w4.s3) this build's catalog does not have.
+constexpr const char* kKey = "sm90a.bf16.d64.q64.kv64";
+constexpr const char* kBase = "sm90a.mma.bf16.d64.q64d.kv64d.g1.tasc.split1.s2.w4";
+constexpr const char* kOther = "sm90a.mma.bf16.d64.q64d.kv64d.g1.tasc.split2.s2.w4";
+constexpr const char* kNoEntry = "sm90a.mma.bf16.d64.q64d.kv64d.g1.tasc.split1.s3.w4";
+
 TEST(PlanTableFile, BadFilesAreErrorsNamingTheFile) {
   const auto dir = testing::unique_temp_path("user_tables");
   std::filesystem::create_directories(dir);
-  const std::string key = "sm90a.bf16.d64.q64.kv64";
-  const std::string base = "sm90a.mma.bf16.d64.q64d.kv64d.g1.tasc.split1.s2.w4";
-  const PlanTable good = table_for(key, base, base);
+  const PlanTable good = table_for(kKey, kOther, kBase);
   const std::string corrupt = (dir / "corrupt.json").string();
   write(corrupt, "{\"format\": \"tessera-plan-table\", \"format_");
   expect_error(corrupt, "", ErrorCode::kFormatError, "not a usable plan table");
@@ -141,6 +147,68 @@ TEST(PlanTableFile, BadFilesAreErrorsNamingTheFile) {
   expect_error(dir.string(), "", ErrorCode::kIoError, "is a directory");
   EXPECT_THROW(check_plan_table_file(""), Error);
   std::filesystem::remove_all(dir);
+}
+
+// The table the tests below each break in one place: one key ranking kOther before kBase (it loads).
+nlohmann::json loadable_table() { return nlohmann::json::parse(plan_table_to_json(table_for(kKey, kOther, kBase))); }
+
+/// Writes the loadable table to a file and checks that it loads, then writes `broken` (the loadable table with one
+/// defect) to the same file and checks that loading it is a format error naming the file and `reason`.
+void expect_defect(const nlohmann::json& broken, const std::string& reason) {
+  const auto path = testing::unique_temp_path("defective_table", ".json");
+  write(path, loadable_table().dump(1));
+  EXPECT_EQ(check_plan_table_file(path.string(), "sm90a").keys, 1);
+  write(path, broken.dump(1));
+  expect_error(path.string(), "sm90a", ErrorCode::kFormatError, "is not a usable plan table: " + reason);
+  std::filesystem::remove(path);
+}
+
+/// "tree '<kKey>' leaf 0 ranks plan '<id>'", how a ranked id's errors begin.
+std::string ranked(const std::string& id) { return "tree '" + std::string(kKey) + "' leaf 0 ranks plan '" + id + "'"; }
+
+// A table of this build's catalog version cannot name ids this build does not know: each is an error, never skipped.
+TEST(PlanTableFile, RankedIdThatDoesNotParseIsAnError) {
+  nlohmann::json j = loadable_table();
+  j["tables"][0]["rankings"][0][0] = "xyz";
+  expect_defect(j, ranked("xyz") + ", which does not parse");
+}
+
+TEST(PlanTableFile, EmptyRankedIdIsAnError) {
+  nlohmann::json j = loadable_table();
+  j["tables"][0]["rankings"][0][0] = "";
+  expect_defect(j, ranked("") + ": the plan id is empty");
+}
+
+TEST(PlanTableFile, IdTwiceInOneRankingIsAnError) {
+  nlohmann::json j = loadable_table();
+  j["tables"][0]["rankings"][0] = {kOther, kOther, kBase};
+  expect_defect(j, ranked(kOther) + " twice");
+}
+
+TEST(PlanTableFile, RankedIdOfNoCatalogEntryIsAnError) {
+  ASSERT_NO_THROW(parse_plan_id(kNoEntry));  // the id is well formed: only its entry is missing
+  nlohmann::json j = loadable_table();
+  j["tables"][0]["rankings"][0][0] = kNoEntry;
+  expect_defect(j, ranked(kNoEntry) + ", whose kernel entry 'mma.bf16.d64.t64x64.w4.s3' is not in this build's catalog");
+}
+
+TEST(PlanTableFile, BadBasePlanIsAnError) {
+  // The base plan is checked before the rankings, which end with it: only base_plan is changed.
+  const std::string tree = "tree '" + std::string(kKey) + "' base_plan '";
+  for (const auto& [id, defect] : std::vector<std::pair<std::string, std::string>>{
+           {"xyz", ", which does not parse"},
+           {"", ": the plan id is empty"},
+           {kNoEntry, ", whose kernel entry 'mma.bf16.d64.t64x64.w4.s3' is not in this build's catalog"}}) {
+    nlohmann::json j = loadable_table();
+    j["tables"][0]["base_plan"] = id;
+    expect_defect(j, tree + id + "'" + defect);
+  }
+}
+
+TEST(PlanTableFile, TableWithoutTreesIsAnError) {
+  nlohmann::json j = loadable_table();
+  j["tables"] = nlohmann::json::array();
+  expect_defect(j, "the table has no trees (field 'tables' is empty)");
 }
 
 }  // namespace

@@ -14,6 +14,10 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kKey = "sm90a.bf16.d128.q64.kv64";
+// Plan ids of kKey this build's catalog has (a loaded table ranks no other ids).
+constexpr const char* kBase = "sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split1.s2.w4";
+constexpr const char* kPlanA = "sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split2.s2.w4";
+constexpr const char* kPlanB = "sm90a.mma.bf16.d128.q64d.kv64d.g1.tasc.split4.s2.w4";
 
 // A valid table: the root splits on density at bucket 1 into two leaves (the schema is the default one).
 json good_table() {
@@ -22,10 +26,10 @@ json good_table() {
   j["arch"] = "sm90a";
   j["tables"] = json::array();
   j["tables"].push_back({{"key", kKey},
-                         {"base_plan", "base"},
+                         {"base_plan", kBase},
                          {"nodes", json::array({json{{"feature", "density"}, {"threshold", 1}, {"left", 1}, {"right", 2}},
                                                 json{{"leaf", 0}}, json{{"leaf", 1}}})},
-                         {"rankings", json::array({json::array({"a", "base"}), json::array({"b", "base"})})},
+                         {"rankings", json::array({json::array({kPlanA, kBase}), json::array({kPlanB, kBase})})},
                          {"leaf_cases", json::array({40, 50})}});
   return j;
 }
