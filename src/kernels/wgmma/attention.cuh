@@ -48,7 +48,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) attention_kern
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     ptx::setmaxnreg_dec<Cfg::kProducerRegs>();
-    if (threadIdx.x < 32 && ptx::elect_one()) {
+    if constexpr (V == KvVariant::kPacked && !kPersist) {  // packed tiles of one item: the whole warp issues
+      if (threadIdx.x < 32) {
+        const int n = it.entry_end - it.entry_begin;
+        if (n > 0) producer_item_packed_warp<Cfg>(kp, it, n, smem, bar, threadIdx.x);
+      }
+    } else if (threadIdx.x < 32 && ptx::elect_one()) {
       if constexpr (kPersist) producer_persistent<Cfg, V>(kp, smem, bar);
       else producer_loop<Cfg, V>(kp, it, smem, bar);
     }

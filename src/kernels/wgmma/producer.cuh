@@ -87,6 +87,55 @@ __device__ __forceinline__ void producer_item(const KernelParams& kp, const Work
   }
 }
 
+/// The packed tiles' producer for one item of n > 0 entries, run by the whole producer warp (lane: 0-31): lane j <
+/// c_kv loads slot j's row and issues that slot's boxes, so that the c_kv x kPanels boxes of a stage go out from up to
+/// 8 threads at once; lane 0 issues Q and arms each full barrier before the warp's boxes (__syncwarp). One thread issues
+/// boxes at a fixed rate: on the H200 a thread of one CTA per SM moves 3.5 TB/s in 2 KB boxes (16 rows) and 5.9 in
+/// 4 KB boxes, against 9.2 TB/s from L2 with enough threads (bench_l2_tma, bench/NOTES.md session 22). The order is
+/// the single thread's: K(j) before V(j), each after its stage's release.
+template <class Cfg>
+__device__ __forceinline__ void producer_item_packed_warp(const KernelParams& kp, const WorkItem& it, int n,
+                                                          unsigned char* smem, const Barriers<Cfg>& bar, int lane) {
+  const AttentionParams& p = kp.p;
+  const int kv_head = it.head / (p.h_q / p.h_kv), c = p.meta.c_kv_gather;
+  const bool mine = lane < c;
+  // This lane's slot row of entry e (N_kv for an empty slot: zero fill, as TileRows).
+  const auto slot_row = [&](std::int64_t e) {
+    const int g = mine ? __ldg(p.meta.gather_blocks + e * c + lane) : -1;
+    return g >= 0 ? g * p.block_kv : p.n_kv;
+  };
+  const auto issue = [&](const CUtensorMap* map, unsigned char* dst, int row, std::uint64_t* full) {
+    if (mine) {
+#pragma unroll
+      for (int panel = 0; panel < Cfg::kPanels; ++panel)
+        ptx::tma_load_4d(dst + panel * Cfg::kKvPanelBytes + std::size_t(lane) * p.block_kv * Cfg::kRowBytes, map,
+                         panel * 64, row, kv_head, it.batch, full);
+    }
+  };
+  int cur = slot_row(it.entry_begin);
+  if (lane == 0) {
+    ptx::mbarrier_arrive_expect_tx(bar.q_full, Cfg::kQBytes);
+#pragma unroll
+    for (int panel = 0; panel < Cfg::kPanels; ++panel)
+      ptx::tma_load_4d(smem + Cfg::kQOffset + panel * Cfg::kQPanelBytes, &kp.q, panel * 64, it.q_start, it.head,
+                       it.batch, bar.q_full);
+  }
+  PipelineState<Cfg::S> wk;
+  PipelineState<Cfg::kVStages> wv;
+  for (int j = 0; j < n; ++j, wk.advance(), wv.advance()) {
+    const int next = j + 1 < n ? slot_row(it.entry_begin + j + 1) : 0;
+    ptx::mbarrier_wait(bar.k_empty + wk.stage, wk.phase ^ 1u);
+    if (lane == 0) ptx::mbarrier_arrive_expect_tx(bar.k_full + wk.stage, Cfg::kKvBytes);
+    __syncwarp();
+    issue(&kp.k, smem + Cfg::kKOffset + wk.stage * Cfg::kKvBytes, cur, bar.k_full + wk.stage);
+    ptx::mbarrier_wait(bar.v_empty + wv.stage, wv.phase ^ 1u);
+    if (lane == 0) ptx::mbarrier_arrive_expect_tx(bar.v_full + wv.stage, Cfg::kKvBytes);
+    __syncwarp();
+    issue(&kp.v, smem + Cfg::kVOffset + wv.stage * Cfg::kKvBytes, cur, bar.v_full + wv.stage);
+    cur = next;
+  }
+}
+
 /// The producer's whole work for the CTA's one item `it` (one thread).
 template <class Cfg, KvVariant V>
 __device__ __forceinline__ void producer_loop(const KernelParams& kp, const WorkItem& it, unsigned char* smem,
