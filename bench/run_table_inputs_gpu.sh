@@ -17,12 +17,13 @@
 #     CASE_ARGS adds `tessera profile` arguments to these passes (e.g. "--sources sta-hv768-b64": only that source's
 #     cases, counted by CASE_PASSES);
 #  7. with WHOLE_PASSES (same form): `tessera profile --whole-requests` (every head of the cases' layers) of FAMILIES,
-#     same plans, until PROFILE_END -> $OUT/profile_whole.jsonl.gz.
+#     same plans, until PROFILE_END -> $OUT/profile_whole.jsonl.gz; RESUME_WHOLE=<.jsonl.gz> seeds it as RESUME_CASES
+#     does the cases' file.
 # bench/merge_profile_records.py then puts the new records after the older ones (a re-profiled case replaces its old
 # records whole, so no case mixes two runs' timings), and `tessera compile-table` recompiles (docs/selection.md).
 # Usage on the GPU machine: OUT=... [TESTS=...] [SAN_FILTER=...] [NCU_FAMILIES=... NCU_ENTRIES=...] [PLANS=...]
 #   [GENERIC_END=300 (0: no generic masks)] [GENERIC_MATCH=regex] [FAMILIES="..."] [CASE_PASSES="..."] [CASE_ARGS="..."]
-#   [WHOLE_PASSES="..."]
+#   [WHOLE_PASSES="..."] [RESUME_WHOLE=...]
 #   [PROFILE_END=580] bench/run_table_inputs_gpu.sh
 # Carry [".deps", ".revision"] (or .deps/root and .deps/python/nanobind*).
 set -uo pipefail
@@ -71,6 +72,7 @@ PC="$OUT/profile_cases.jsonl"
 END=$(( T0 + ${PROFILE_END:-580} ))
 profile_passes "$PC" "$L/profile_cases.log" "$END" "${CASE_PASSES:-}" --plans "$PLANS" ${CASE_ARGS:-}
 PW="$OUT/profile_whole.jsonl"
+[ -n "${RESUME_WHOLE:-}" ] && gunzip -c "$RESUME_WHOLE" > "$PW"
 profile_passes "$PW" "$L/profile_whole.log" "$END" "${WHOLE_PASSES:-}" --plans "$PLANS" --whole-requests
 grep -h -c invalid "$L"/profile_*.log 2>/dev/null
 for f in "$PG" "$PC" "$PW"; do [ -f "$f" ] && gzip -f "$f"; done
