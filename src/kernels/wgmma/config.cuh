@@ -3,7 +3,8 @@
 // src/core/catalog.cpp computes each entry's shared memory from the same struct.
 //
 // Roles (FlashAttention-3's warp specialization): warpgroup 0 is the producer (one elected thread of its first
-// warp issues every TMA load; the warpgroup lowers its registers to kProducerRegs), warpgroups 1..kConsumers each
+// warp issues every TMA load, its whole first warp for packed tiles of one item; the warpgroup lowers its registers
+// to kProducerRegs), warpgroups 1..kConsumers each
 // own 64 query rows of the T_Q-row tile and run S = Q K^T (wgmma SS, or RS with Q in registers: kQInRegisters),
 // the online softmax and O += P V (wgmma RS, P from registers) with kConsumerRegs registers.
 // W = 4 * (1 + T_Q / 64) warps.

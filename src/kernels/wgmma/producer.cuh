@@ -1,7 +1,8 @@
 #pragma once
-// The producer role: one elected thread of warpgroup 0 loads Q once per work item and, for every entry (KV tile) of the
-// item in list order, K into the next stage of the K ring and V into the next stage of the V ring, by TMA. A
-// persistent CTA's producer also takes the items (scheduler.cuh) and announces them to the consumers.
+// The producer role: one elected thread of warpgroup 0 (for packed tiles of one item per CTA: its whole first warp,
+// producer_item_packed_warp) loads Q once per work item and, for every entry (KV tile) of the item in list order, K
+// into the next stage of the K ring and V into the next stage of the V ring, by TMA. A persistent CTA's producer also
+// takes the items (scheduler.cuh) and announces them to the consumers.
 //   span entry e:   the tile's rows start at kv_tile[e] * T_KV (one box of T_KV rows per 64-column panel);
 //   packed entry e: slot j (j < c_kv) holds logical block gather_blocks[e * c_kv + j], B_KV rows at row j * B_KV of
 //                   the stage (one box per slot and panel; B_KV is a multiple of 16, so every slot starts on a
@@ -96,6 +97,7 @@ __device__ __forceinline__ void producer_item(const KernelParams& kp, const Work
 template <class Cfg>
 __device__ __forceinline__ void producer_item_packed_warp(const KernelParams& kp, const WorkItem& it, int n,
                                                           unsigned char* smem, const Barriers<Cfg>& bar, int lane) {
+  static_assert(Cfg::kMaxSlots <= 32, "one lane per packed slot");
   const AttentionParams& p = kp.p;
   const int kv_head = it.head / (p.h_q / p.h_kv), c = p.meta.c_kv_gather;
   const bool mine = lane < c;
@@ -126,6 +128,8 @@ __device__ __forceinline__ void producer_item_packed_warp(const KernelParams& kp
     const int next = j + 1 < n ? slot_row(it.entry_begin + j + 1) : 0;
     ptx::mbarrier_wait(bar.k_empty + wk.stage, wk.phase ^ 1u);
     if (lane == 0) ptx::mbarrier_arrive_expect_tx(bar.k_full + wk.stage, Cfg::kKvBytes);
+    // Load-bearing: no lane runs ahead of another by a stage use, so lanes without a slot (lane >= c_kv) can never
+    // wait on an empty barrier's parity one phase late (aliasing); and the barrier is armed before any box lands.
     __syncwarp();
     issue(&kp.k, smem + Cfg::kKOffset + wk.stage * Cfg::kKvBytes, cur, bar.k_full + wk.stage);
     ptx::mbarrier_wait(bar.v_empty + wv.stage, wv.phase ^ 1u);
