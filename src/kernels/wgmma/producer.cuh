@@ -19,6 +19,32 @@
 
 namespace tessera::kernels::wgmma {
 
+/// The first token of a packed slot holding logical kv block g, or N_kv for an empty slot (g < 0): a box wholly past
+/// the end, zero-filled, that still completes its bytes.
+__device__ __forceinline__ int slot_first_row(const AttentionParams& p, int g) { return g >= 0 ? g * p.block_kv : p.n_kv; }
+
+/// Issues the TMA boxes (one per 64-column panel) of packed slot j, B_KV rows from token `row`, into the stage at
+/// `dst` (slot j at row j * B_KV of each panel), completing on `bar`.
+template <class Cfg>
+__device__ __forceinline__ void issue_slot(const AttentionParams& p, const CUtensorMap* map, unsigned char* dst, int j,
+                                           int row, int kv_head, int batch, std::uint64_t* bar) {
+#pragma unroll
+  for (int panel = 0; panel < Cfg::kPanels; ++panel)
+    ptx::tma_load_4d(dst + panel * Cfg::kKvPanelBytes + std::size_t(j) * p.block_kv * Cfg::kRowBytes, map, panel * 64,
+                     row, kv_head, batch, bar);
+}
+
+/// Arms the Q buffer's full barrier and issues the item's Q boxes (one thread).
+template <class Cfg>
+__device__ __forceinline__ void issue_q(const KernelParams& kp, const WorkItem& it, unsigned char* smem,
+                                        const Barriers<Cfg>& bar) {
+  ptx::mbarrier_arrive_expect_tx(bar.q_full, Cfg::kQBytes);
+#pragma unroll
+  for (int panel = 0; panel < Cfg::kPanels; ++panel)
+    ptx::tma_load_4d(smem + Cfg::kQOffset + panel * Cfg::kQPanelBytes, &kp.q, panel * 64, it.q_start, it.head,
+                     it.batch, bar.q_full);
+}
+
 /// Where the rows of one entry's KV tile start: span: rows[0] = kv_tile[e] * T_KV; packed: rows[j] = the first
 /// token of slot j's logical block, or N_kv for an empty slot (j < c_kv).
 template <class Cfg, KvVariant V>
@@ -33,8 +59,7 @@ struct TileRows {
       const int c = p.meta.c_kv_gather;
 #pragma unroll
       for (int j = 0; j < kSlots; ++j) {
-        const int g = j < c ? __ldg(p.meta.gather_blocks + e * c + j) : -1;
-        rows[j] = g >= 0 ? g * p.block_kv : p.n_kv;
+        rows[j] = slot_first_row(p, j < c ? __ldg(p.meta.gather_blocks + e * c + j) : -1);
       }
     } else {
       rows[0] = __ldg(p.meta.kv_tile + e) * Cfg::TKV;
@@ -49,10 +74,7 @@ struct TileRows {
 #pragma unroll
       for (int j = 0; j < kSlots; ++j) {
         if (j >= c) break;
-#pragma unroll
-        for (int panel = 0; panel < Cfg::kPanels; ++panel)
-          ptx::tma_load_4d(dst + panel * Cfg::kKvPanelBytes + std::size_t(j) * p.block_kv * Cfg::kRowBytes, map,
-                           panel * 64, rows[j], kv_head, batch, bar);
+        issue_slot<Cfg>(p, map, dst, j, rows[j], kv_head, batch, bar);
       }
     } else {
 #pragma unroll
@@ -71,11 +93,7 @@ __device__ __forceinline__ void producer_item(const KernelParams& kp, const Work
   const int kv_head = it.head / (p.h_q / p.h_kv);
   TileRows<Cfg, V> cur, next;
   cur.load(p, it.entry_begin);
-  ptx::mbarrier_arrive_expect_tx(bar.q_full, Cfg::kQBytes);
-#pragma unroll
-  for (int panel = 0; panel < Cfg::kPanels; ++panel)
-    ptx::tma_load_4d(smem + Cfg::kQOffset + panel * Cfg::kQPanelBytes, &kp.q, panel * 64, it.q_start, it.head,
-                     it.batch, bar.q_full);
+  issue_q<Cfg>(kp, it, smem, bar);
   PipelineState<Cfg::S> wk = pos.ring();
   PipelineState<Cfg::kVStages> wv = pos.template ring<Cfg::kVStages>();
   for (int j = 0; j < n; ++j, wk.advance(), wv.advance()) {
@@ -101,27 +119,15 @@ __device__ __forceinline__ void producer_item_packed_warp(const KernelParams& kp
   const AttentionParams& p = kp.p;
   const int kv_head = it.head / (p.h_q / p.h_kv), c = p.meta.c_kv_gather;
   const bool mine = lane < c;
-  // This lane's slot row of entry e (N_kv for an empty slot: zero fill, as TileRows).
+  // This lane's slot row of entry e (as TileRows::load does for every slot).
   const auto slot_row = [&](std::int64_t e) {
-    const int g = mine ? __ldg(p.meta.gather_blocks + e * c + lane) : -1;
-    return g >= 0 ? g * p.block_kv : p.n_kv;
+    return slot_first_row(p, mine ? __ldg(p.meta.gather_blocks + e * c + lane) : -1);
   };
   const auto issue = [&](const CUtensorMap* map, unsigned char* dst, int row, std::uint64_t* full) {
-    if (mine) {
-#pragma unroll
-      for (int panel = 0; panel < Cfg::kPanels; ++panel)
-        ptx::tma_load_4d(dst + panel * Cfg::kKvPanelBytes + std::size_t(lane) * p.block_kv * Cfg::kRowBytes, map,
-                         panel * 64, row, kv_head, it.batch, full);
-    }
+    if (mine) issue_slot<Cfg>(p, map, dst, lane, row, kv_head, it.batch, full);
   };
   int cur = slot_row(it.entry_begin);
-  if (lane == 0) {
-    ptx::mbarrier_arrive_expect_tx(bar.q_full, Cfg::kQBytes);
-#pragma unroll
-    for (int panel = 0; panel < Cfg::kPanels; ++panel)
-      ptx::tma_load_4d(smem + Cfg::kQOffset + panel * Cfg::kQPanelBytes, &kp.q, panel * 64, it.q_start, it.head,
-                       it.batch, bar.q_full);
-  }
+  if (lane == 0) issue_q<Cfg>(kp, it, smem, bar);
   PipelineState<Cfg::S> wk;
   PipelineState<Cfg::kVStages> wv;
   for (int j = 0; j < n; ++j, wk.advance(), wv.advance()) {
