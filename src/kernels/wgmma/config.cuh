@@ -95,7 +95,8 @@ struct Config {
       kConsumers == 1 ? (kSwapAB && 3 * (kSmemBytes + kReservedPerCta) <= kSmemPerSm ? 3 : 2) : 1;
   // Register split (setmaxnreg): the CTA's registers at entry are 64K / (kThreads * kMinBlocks) per thread, rounded
   // down to 8; the producer keeps kProducerRegs (enough for the next entry's slot rows, prefetched) and the
-  // consumers take the rest: 40 / 232 with two consumer warpgroups, 56 / 200 with one, 40 / 120 with three CTAs.
+  // consumers take the rest: 40 / 232 with two consumer warpgroups, 56 / 200 with one (24 / 232 on the s1 tile, below),
+  // 40 / 120 with three CTAs.
   static constexpr int kEntryRegs = (65536 / (kThreads * kMinBlocks)) / 8 * 8;
   // The preferred shared-memory carveout (entry_common.cuh, opt_in_smem_once): 100 % for the s1 tile, whose two CTAs
   // (2 x 116,720 bytes with the 1 KB reserved per CTA) fit only the largest carveout, so that the driver cannot pick
@@ -103,7 +104,11 @@ struct Config {
   // also needs the largest for its three CTAs, and has always run on the driver's choice).
   static constexpr int kCarveoutPercent =
       S == 1 && kMinBlocks * (kSmemBytes + kReservedPerCta) > 196 * 1024 ? 100 : -1;
-  static constexpr int kProducerRegs = kConsumers == 1 && kMinBlocks <= 2 ? 56 : 40;
+  // The s1 tile (one K stage, two V stages, two CTAs per SM) keeps Q in registers (kQInRegisters), whose consumers
+  // spill below 224 registers: its producer runs on 24, the fewest setmaxnreg allows (no spills; 0.3-1 % faster than
+  // 32 on the H200, bench/NOTES.md session 23).
+  static constexpr bool kS1Tile = S == 1 && TKV == 128 && kConsumers == 1 && !kSwapAB;
+  static constexpr int kProducerRegs = kS1Tile ? 24 : kConsumers == 1 && kMinBlocks <= 2 ? 56 : 40;
   // Swapped organisation: named barriers of the consumer warpgroup (ids 1 and 2; 0 is __syncthreads), the head
   // dimension's 64-row wgmma M blocks of O^T, and the query columns a thread holds in the accumulators (2 per n8 tile).
   static constexpr int kMaxBarrier = 1, kPBarrier = 2;
@@ -115,9 +120,11 @@ struct Config {
   static constexpr int kConsumerRegs = (kConsumerRegsRaw > 240 ? 240 : kConsumerRegsRaw) / 8 * 8;
   // S = Q K^T with Q from registers (wgmma RS; loaded once per item by ldmatrix, D / 4 registers per thread) instead of
   // shared memory (SS): the product then reads only K from shared memory, half the bytes per FLOP when T_KV = 64
-  // (consumer.cuh). Off on T_KV = 128 tiles, where S is already a 64-FLOP-per-byte product and the registers are
-  // short (O, S and P take 160 per thread before Q's 32), and for the swapped tiles (Q is their B operand).
-  static constexpr bool kQInRegisters = !kSwapAB && TKV == 64;
+  // (consumer.cuh); on the s1 tile a third fewer (its shared memory also takes the TMA writes of ~8 TB/s of K and V
+  // per GPU; +3 % on the H200, session 23). Off on the other T_KV = 128 tiles, where the registers are short (O, S and
+  // P take 160 per thread before Q's 32; t128x128 with it: its persistent packed kernel spilled and lost 4-12 %,
+  // session 23), and for the swapped tiles (Q is their B operand).
+  static constexpr bool kQInRegisters = !kSwapAB && (TKV == 64 || kS1Tile);
   // Conditional rescaling of O (softmax.cuh, kRescaleThreshold) in the straight-line consumer (consumer.cuh): off on
   // the one-consumer T_KV = 128 tiles, whose packed kernel spilled 52 bytes with it (O, S and P already take 160 of
   // their 200 registers). The skipping consumer (consumer_skip.cuh) always rescales: with it, its Coarsened-Q tiles
