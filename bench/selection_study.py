@@ -9,6 +9,10 @@ Usage:
       Profiling-split cross-validated log-regret (the compiler's depth criterion, per profiling case over all keys)
       and evaluation-split regret of tables compiled with the schema's features plus one candidate feature derived
       from mu(M)'s counters (CASE_STATS from `tessera profile-refeature --case-stats`), for each leaf minimum.
+  python3 bench/selection_study.py derived RECORDS [--min-leaf N ...] [--per-key]
+      The same for the current schema (format version 4, SCHEMA_V4: twelve features, as `tessera compile-table`
+      today) plus each candidate computed from the records' own features (DERIVED), no case stats needed. RECORDS:
+      the merged records of the embedded table (bench/merge_profile_records.py over src/core/plan_tables/sm90a.inputs).
 
 RECORDS: profile records (.jsonl or .jsonl.gz) carrying the schema's seven features (records of format version 1's
 six-feature schema: `tessera profile-refeature` first). The compiler here is a Python copy of src/core/table_compiler.cpp
@@ -34,6 +38,20 @@ SCHEMA = {  # src/core/features.cpp, FeatureSchema::default_schema()
     "mean_run_length": [1.25, 1.5, 2, 3, 4, 6, 8, 16],
     "mean_row_active": [2, 4, 8, 16, 32, 64, 128, 256],
     "row_imbalance": [1.01, 1.1, 1.5, 2, 4, 8, 16],  # format version 2 (bench/NOTES.md, "Feature study ...")
+}
+# src/core/features.cpp's default schema at format version 4 (the embedded table's): SCHEMA plus the request-size
+# features (version 3) and the Coarsened-Q costs (version 4).
+SCHEMA_V4 = dict(SCHEMA, grid_rows=[264, 528, 1056, 2112, 4224, 8448, 16896, 33792, 67584],
+                 active_blocks=[1e4, 3e4, 1e5, 3e5, 1e6, 3e6, 1e7, 3e7],
+                 **{f"coarsen_cost{g}": [1.02, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.35, 1.4, 1.5, 1.6, 1.8]
+                    for g in (2, 4, 8)})
+# Candidates computed from a record's features alone: name -> (value from the features f, bucket edges).
+DERIVED = {
+    # The longest mask row's share of the request's active blocks (max_row_active / active_blocks); edges in units of
+    # one H200 SM's even share (1/132): above ~1 the longest row outlasts an even spread of the work, which is what
+    # split-KV is for (session 23: it orders the split choice of the single-head Q128K64 cases, split1 / 2 / 4).
+    "longest_row_share": (lambda f: f["row_imbalance"] / f["grid_rows"] if f["grid_rows"] else 0.0,
+                          [x / 132 for x in (0.125, 0.25, 0.5, 0.75, 1, 1.25, 1.5, 1.75, 2, 2.25, 2.5, 3, 4, 6, 8)]),
 }
 LOG2 = [2.0 ** i for i in range(-4, 26)]
 CANDIDATES = {  # name: (value from the mask shape s, counters k, mask rows and the request's batch*heads, bucket edges)
@@ -231,7 +249,7 @@ def noise(cases):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["noise", "features"])
+    ap.add_argument("what", choices=["noise", "features", "derived"])
     ap.add_argument("records")
     ap.add_argument("case_stats", nargs="?")
     ap.add_argument("--min-leaf", type=int, nargs="+", default=[32, 16, 8])
@@ -246,6 +264,8 @@ def main():
     cases = load(a.records)
     if a.what == "noise":
         return noise(cases)
+    if a.what == "derived":
+        return derived(cases, a.min_leaf, a.per_key)
     if not a.case_stats:
         ap.error("features needs CASE_STATS (tessera profile-refeature --case-stats)")
     schema = [f for f in SCHEMA if f not in (a.drop or [])]
@@ -273,6 +293,23 @@ def main():
             label = "+ " + "+".join(base + ([extra] if extra else [])) if base or extra else "(schema)"
             print(f"min_leaf {min_leaf:3d} {label:28s} cv {cv:.5f}", summary(reg), flush=True)
             if a.per_key:
+                print("    " + "  ".join(f"{key.split('.')[-2]}.{key.split('.')[-1]} d{d} cv {c:.4f} ev {g:.4f}"
+                                         for key, (d, c, g) in per_key.items()), flush=True)
+
+
+def derived(cases, min_leaves, per_key_too):
+    """`derived`: the format-version-4 schema alone, then with each DERIVED candidate, per leaf minimum."""
+    edges = dict(SCHEMA_V4)
+    for name, (fn, e) in DERIVED.items():
+        edges[name] = e
+        for c in cases.values():
+            c["features"][name] = fn(c["features"])
+    for min_leaf in min_leaves:
+        for extra in [None] + list(DERIVED):
+            cv, per_key, reg = evaluate(cases, list(SCHEMA_V4) + ([extra] if extra else []), edges, min_leaf)
+            print(f"min_leaf {min_leaf:3d} {'+ ' + extra if extra else '(schema v4)':28s} cv {cv:.5f}", summary(reg),
+                  flush=True)
+            if per_key_too:
                 print("    " + "  ".join(f"{key.split('.')[-2]}.{key.split('.')[-1]} d{d} cv {c:.4f} ev {g:.4f}"
                                          for key, (d, c, g) in per_key.items()), flush=True)
 
