@@ -891,24 +891,29 @@ def test_flex_padded_form_computes_the_masked_attention(bq, bk, block_n):
 def test_flex_run_pads_once_outside_the_kernel_and_reports_the_padding():
     """Flex.run on the CPU with the emulated kernel as the compiled function: the screen picks the padded form (the
     unpadded call made slower, as the bounds checks make it on the GPU); the kernel callable reuses one padded copy,
-    each request pads and builds its BlockMask anew; O goes to the checks sliced to N rows; form and note say so."""
-    import time
-
+    each request pads and builds its BlockMask anew; O goes to the checks sliced to N rows; form and note say so.
+    The timed calls read a virtual clock (5 ms unpadded, 1 ms padded): with a sleep on the real clock the screen's
+    choice followed the machine's load (it failed once in CI while a build ran beside it)."""
     from flex_emulation import flex_triton_emulation
 
     n, bq, bk = 200, 32, 64
     torch, systems, _, case, flex = _flex_case(n, bq, bk, seed=3)
     calls = []
+    last_ms = [0.0]
 
     def compiled(opts):
         def fn(q, k, v, bm):
             calls.append((q, bm))
-            if q.shape[2] % 128:
-                time.sleep(0.05)
+            last_ms[0] = 5.0 if q.shape[2] % 128 else 1.0
             return flex_triton_emulation(q, k, v, bm, block_n=opts["BLOCK_N"]).to(q.dtype)
         return fn
 
+    def timed(fn):  # Timer._timed on the virtual clock: one call, its cost
+        fn()
+        return last_ms[0]
+
     flex.compiled = compiled
+    flex.timer._timed = timed
     ref = _flex_reference(torch, case)
     case.tessera_out = ref.float()  # rel_l2_vs_tessera compares whole [H, N, D] outputs: O must be N rows
     row = flex.run(case, 2)
