@@ -15,7 +15,10 @@
 #     family>;...", resumable, each pass adds cases), same plans, until PROFILE_END -> $OUT/profile_cases.jsonl.gz;
 #     RESUME_CASES=<.jsonl.gz> seeds that file with an earlier call's records, whose cases are then not profiled again;
 #     CASE_ARGS adds `tessera profile` arguments to these passes (e.g. "--sources sta-hv768-b64": only that source's
-#     cases, counted by CASE_PASSES);
+#     cases, counted by CASE_PASSES); with CASE_IDS=<file> (case ids, one a line: `tessera profile --case-ids`,
+#     docs/selection.md; e.g. bench/pick_cases.py's output), one more pass after those profiles exactly the cases it
+#     names (whole requests included) into the same file, same plans, reps, PROFILE_END and resume (cases already in
+#     the file are skipped; FAMILIES and CASE_ARGS do not apply);
 #  7. with WHOLE_PASSES (same form): `tessera profile --whole-requests` (every head of the cases' layers) of FAMILIES,
 #     same plans, until PROFILE_END -> $OUT/profile_whole.jsonl.gz; RESUME_WHOLE=<.jsonl.gz> seeds it as RESUME_CASES
 #     does the cases' file.
@@ -23,10 +26,13 @@
 # records whole, so no case mixes two runs' timings), and `tessera compile-table` recompiles (docs/selection.md).
 # Usage on the GPU machine: OUT=... [TESTS=...] [SAN_FILTER=...] [NCU_FAMILIES=... NCU_ENTRIES=...] [PLANS=...]
 #   [GENERIC_END=300 (0: no generic masks)] [GENERIC_MATCH=regex] [FAMILIES="..."] [CASE_PASSES="..."] [CASE_ARGS="..."]
+#   [RESUME_CASES=...] [CASE_IDS=file]
 #   [WHOLE_PASSES="..."] [RESUME_WHOLE=...]
 #   [PROFILE_END=580] bench/run_table_inputs_gpu.sh
 # Carry [".deps", ".revision"] (or .deps/root and .deps/python/nanobind*).
 set -uo pipefail
+CASE_IDS="${CASE_IDS:+$(realpath -- "$CASE_IDS")}"  # relative to where the script is started, not the repository
+[ -z "$CASE_IDS" ] || [ -f "$CASE_IDS" ] || { echo "CASE_IDS: no file '$CASE_IDS'" >&2; exit 2; }  # before the build
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"; L="$OUT/logs"; mkdir -p "$L"
 T0=$(date +%s); stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
@@ -71,6 +77,12 @@ PC="$OUT/profile_cases.jsonl"
 [ -n "${RESUME_CASES:-}" ] && gunzip -c "$RESUME_CASES" > "$PC"
 END=$(( T0 + ${PROFILE_END:-580} ))
 profile_passes "$PC" "$L/profile_cases.log" "$END" "${CASE_PASSES:-}" --plans "$PLANS" ${CASE_ARGS:-}
+left=$(( END - $(date +%s) ))
+if [ -n "${CASE_IDS:-}" ] && [ "$left" -gt 15 ]; then  # as a CASE_PASSES pass, the cases named by the file
+  timeout "$left" $B/tessera profile --out "$PC" --reps 3 --case-ids "$CASE_IDS" --plans "$PLANS" \
+    >> "$L/profile_cases.log" 2>&1
+  stamp "profile $(basename "$PC") --case-ids $(basename "$CASE_IDS") rc=$? ($(cat "$PC" 2>/dev/null | wc -l) records)"
+fi
 PW="$OUT/profile_whole.jsonl"
 [ -n "${RESUME_WHOLE:-}" ] && gunzip -c "$RESUME_WHOLE" > "$PW"
 profile_passes "$PW" "$L/profile_whole.log" "$END" "${WHOLE_PASSES:-}" --plans "$PLANS" --whole-requests

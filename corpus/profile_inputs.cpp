@@ -3,12 +3,15 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <utility>
 
-#include "core/profile_record_check.hpp"  // kWholeRequestSuffix
+#include "core/profile_record_check.hpp"  // kWholeRequestSuffix, parse_profile_case_id
 #include "tessera/error.hpp"
 #include "tessera/geometry.hpp"
 #include "tessera_corpus/mask_file.hpp"
@@ -102,6 +105,74 @@ std::vector<MaskFileInput> list_mask_files(const std::vector<std::string>& paths
   if (out.empty())
     throw Error(ErrorCode::kInvalidArgument, "--masks",
                 fmt::format("none of the {} mask files is in the splits given (--splits)", all));
+  return out;
+}
+
+namespace {
+
+/// `s` without leading and trailing whitespace.
+std::string trimmed(const std::string& s) {
+  const char* ws = " \t\r\n\f\v";
+  const std::size_t a = s.find_first_not_of(ws);
+  return a == std::string::npos ? std::string() : s.substr(a, s.find_last_not_of(ws) - a + 1);
+}
+
+/// The case `id` (one line of a --case-ids file) names, checked against the corpus; throws Error(kInvalidArgument,
+/// "--case-ids", why) without the "<path>:<line>: " prefix, which the caller adds.
+CaseIdInput case_of_id(const std::string& id, const CorpusOptions& opt) {
+  auto bad = [](const std::string& why) { return Error(ErrorCode::kInvalidArgument, "--case-ids", why); };
+  ProfileCaseId cid;
+  try {
+    cid = parse_profile_case_id(id);
+    family_spec(cid.family);  // "unknown family 'X' (families: ...)"
+  } catch (const Error& e) {
+    throw bad(e.argument() == "case" ? e.message() : fmt::format("case id '{}': {}", id, e.message()));
+  }
+  const int count = case_count(cid.family, opt);
+  if (cid.index < 0 || cid.index >= count)
+    throw bad(fmt::format("case id '{}': index {} is out of range: family {} has {} cases (0 to {}){}", id, cid.index,
+                          cid.family, count, count - 1, opt.small ? " in the small corpus" : ""));
+  const std::string& source = case_origin(cid.family, cid.index, opt).source_id;
+  if (source != cid.source)
+    throw bad(fmt::format("case id '{}': case {} of family {} is of source '{}', not '{}'", id, cid.index, cid.family,
+                          source, cid.source));
+  return {cid.family, cid.index, cid.whole_request,
+          fmt::format("{}/{}/{}{}", cid.family, source, cid.index,
+                      cid.whole_request ? std::string(kWholeRequestSuffix) : std::string())};
+}
+}  // namespace
+
+std::vector<CaseIdInput> read_case_ids(const std::string& path, const CorpusOptions& opt) {
+  std::error_code ec;
+  const bool directory = fs::is_directory(path, ec);  // opens, but cannot be read
+  std::ifstream in;
+  errno = 0;
+  if (!directory) in.open(path);
+  if (!in.is_open())
+    throw Error(ErrorCode::kIoError, "--case-ids",
+                fmt::format("{}: cannot be read ({})", path,
+                            directory ? "a directory" : errno ? std::strerror(errno) : "cannot open it"));
+  std::vector<CaseIdInput> out;
+  std::map<std::string, int> line_of;  // case id -> the line that names it
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    const std::string id = trimmed(line);
+    if (id.empty() || id[0] == '#') continue;
+    try {
+      out.push_back(case_of_id(id, opt));
+    } catch (const Error& e) {
+      throw Error(e.code(), "--case-ids", fmt::format("{}:{}: {}", path, n, e.message()));
+    }
+    const auto [it, fresh] = line_of.emplace(out.back().case_id, n);
+    if (!fresh)
+      throw Error(ErrorCode::kInvalidArgument, "--case-ids",
+                  fmt::format("{}:{}: case id '{}' is given twice (lines {} and {})", path, n, id, it->second, n));
+  }
+  if (in.bad()) throw Error(ErrorCode::kIoError, "--case-ids", fmt::format("{}: cannot be read (a read error)", path));
+  if (out.empty())
+    throw Error(ErrorCode::kInvalidArgument, "--case-ids",
+                fmt::format("{}: no case id (one '<family>/<source>/<index>' or '.../whole' a line; blank lines and "
+                            "lines starting with '#' are skipped)", path));
   return out;
 }
 

@@ -1,14 +1,19 @@
-// `tessera profile` (GPU): for each corpus case of the chosen splits (or each of the user's mask files, --masks) and
-// each eligible candidate plan, check the output against the GPU reference and record the median kernel latency. Writes one JSON record per line
+// `tessera profile` (GPU): for each corpus case of the chosen splits (or each case named in a --case-ids file, or each
+// of the user's mask files, --masks) and each eligible candidate plan, check the output against the GPU reference and
+// record the median kernel latency. Writes one JSON record per line
 // (src/core/table_compiler.hpp, docs/selection.md); resumable: cases already in the output file are skipped, and
 // each case's records are appended in one write (src/core/profile_file.hpp).
 #include <cuda_runtime.h>
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <algorithm>
+#include <exception>
 #include <map>
 #include <regex>
 #include <set>
@@ -29,6 +34,7 @@
 #include "tessera_corpus/mask_file.hpp"
 #include "tessera_corpus/profile_inputs.hpp"
 #include "tessera_corpus/profile_refeature.hpp"
+#include "tessera_corpus/worker_pool.hpp"
 #include "write_file.hpp"
 
 namespace tessera::tools {
@@ -40,18 +46,76 @@ struct ProfileArgs {
   std::vector<std::string> families;
   std::vector<std::string> sources;  ///< --sources: only corpus cases of these source ids (docs/corpus.md)
   std::vector<std::string> masks;  ///< the user's mask files or directories (--masks) instead of corpus cases
+  std::string case_ids;  ///< --case-ids: a file naming exactly the corpus cases to profile, one id a line
+  bool case_ids_given = false;  ///< --case-ids was given (an empty path included: an error, not the default cases)
   std::vector<std::string> splits{"profiling", "evaluation"};
   int cases_per_split = 4;
   bool whole_requests = false;  ///< profile each chosen case's whole request (all heads of the layer) instead
   std::string plans;  ///< --plans: profile only plan ids matching this regex (ECMAScript), besides default and Direct
   int reps = 3;
   bool list_only = false;
+  bool list_features = false;  ///< --list-features: each chosen case's features as JSON lines (CPU), then exit
   double max_error = 1e-2;
   std::uint64_t seed = 7;
 };
 
 bool profiled_candidate(const std::string& id) {
   return id.find(".tasc.") != std::string::npos && id.find(".split8.") == std::string::npos;
+}
+
+/// One case of the work list: a corpus case (family, index; its whole request with `whole`) or a mask file (path).
+struct Item {
+  std::string family;
+  int index = 0;
+  bool whole = false;   // the corpus case's whole request (make_whole_request), case id ".../whole"
+  std::string path;     // a user mask file (--masks); empty for a corpus case
+  std::string case_id;  // known before any mask is generated, so resumed cases are skipped cheaply
+  std::string listing;  // the --list line
+};
+
+/// The item of corpus case `index` of `family` (its whole request with `whole`): id and --list line from
+/// case_origin(), so no mask is generated.
+Item corpus_item(const std::string& family, int index, bool whole, const corpus::CorpusOptions& opt) {
+  const corpus::CaseOrigin o = corpus::case_origin(family, index, opt);
+  const std::string id =
+      fmt::format("{}/{}/{}{}", family, o.source_id, index, whole ? std::string(kWholeRequestSuffix) : std::string());
+  return {family, index, whole, "", id, fmt::format("{} {} chunk {}", id, o.split, o.chunk)};
+}
+
+/// The case an item stands for: its mask file read, or the corpus case (or whole request) generated.
+corpus::Case item_case(const Item& it, const corpus::CorpusOptions& opt) {
+  if (!it.path.empty()) return corpus::read_mask_file(it.path);
+  return it.whole ? corpus::make_whole_request(it.family, it.index, opt) : corpus::make_case(it.family, it.index, opt);
+}
+
+/// The --list-features line of an item: {"case", "split", "key", "features": {name: value, ...}}, the features
+/// computed on the CPU as the profiling loop records them (the key of sm90a, as --list's ids; no GPU).
+std::string features_line(const Item& it, const corpus::CorpusOptions& opt) {
+  const corpus::Case c = item_case(it, opt);
+  const ProfileRecord r = corpus::case_record_fields(c.meta, "sm90a", it.whole && it.path.empty());
+  const FeatureVector f = corpus::case_features(c, corpus::case_mask_stats(c));
+  nlohmann::ordered_json features = nlohmann::ordered_json::object();
+  for (int i = 0; i < kFeatureCount; ++i) features[std::string(feature_name(static_cast<Feature>(i)))] = f[i];
+  const nlohmann::ordered_json j = {{"case", r.case_id}, {"split", r.split}, {"key", r.key}, {"features", features}};
+  return j.dump();
+}
+
+/// --list-features: one JSON object a line per item, in order, computed on every core; nothing is printed when an
+/// item fails (its error, the first in order, is rethrown).
+void print_features(const std::vector<Item>& items, const corpus::CorpusOptions& opt) {
+  std::vector<std::string> lines(items.size());
+  std::vector<std::exception_ptr> errors(items.size());
+  std::atomic<std::size_t> next{0};
+  corpus::run_workers(0, items.size(), [&] {
+    for (std::size_t n; (n = next.fetch_add(1)) < items.size();) try {
+        lines[n] = features_line(items[n], opt);
+      } catch (...) {
+        errors[n] = std::current_exception();
+      }
+  });
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  for (const std::string& line : lines) fmt::print("{}\n", line);
 }
 
 void run_profile(const ProfileArgs& a) {
@@ -93,20 +157,16 @@ void run_profile(const ProfileArgs& a) {
                                 fmt::join(ids, ", ")));
   }
   // The work list first, so progress and ETA are known: corpus cases (family, index) or mask files (path).
-  struct Item {
-    std::string family;
-    int index = 0;
-    std::string path;     // a user mask file (--masks); empty for a corpus case
-    std::string case_id;  // known before any mask is generated, so resumed cases are skipped cheaply
-    std::string listing;  // the --list line
-  };
   std::vector<Item> items;
   if (!a.masks.empty()) {
     for (const corpus::MaskFileInput& in : corpus::list_mask_files(a.masks, a.splits)) {
       const ProfileRecord r = corpus::case_record_fields(in.meta, "sm90a");
-      items.push_back({"", 0, in.path, in.case_id,
+      items.push_back({"", 0, false, in.path, in.case_id,
                        fmt::format("{} {} request {} {}", in.case_id, in.meta.split, r.request, in.path)});
     }
+  } else if (a.case_ids_given) {
+    for (const corpus::CaseIdInput& in : corpus::read_case_ids(a.case_ids, opt))
+      items.push_back(corpus_item(in.family, in.index, in.whole_request, opt));
   } else {
     for (const std::string& fam : families_option(opt))
       for (const std::string& split : a.splits) {
@@ -119,13 +179,12 @@ void run_profile(const ProfileArgs& a) {
           fmt::print(stderr, "tessera profile: {}{} has {} {}-split cases, fewer than --cases-per-split {}: all {} are taken\n",
                      fam, sources.empty() ? std::string() : fmt::format(" (--sources {})", fmt::join(a.sources, ",")),
                      chosen.size(), split, a.cases_per_split, chosen.size());
-        for (const int i : chosen) {
-          const corpus::CaseOrigin o = corpus::case_origin(fam, i, opt);
-          const std::string id = fmt::format("{}/{}/{}{}", fam, o.source_id, i,
-                                             a.whole_requests ? std::string(kWholeRequestSuffix) : std::string());
-          items.push_back({fam, i, "", id, fmt::format("{} {} chunk {}", id, o.split, o.chunk)});
-        }
+        for (const int i : chosen) items.push_back(corpus_item(fam, i, a.whole_requests, opt));
       }
+  }
+  if (a.list_features) {
+    print_features(items, opt);
+    return;
   }
   if (a.list_only) {
     for (const Item& it : items) fmt::print("{}\n", it.listing);
@@ -146,15 +205,13 @@ void run_profile(const ProfileArgs& a) {
   for (std::size_t n = 0; n < items.size(); ++n) {
     const std::string& case_id = items[n].case_id;
     if (done.count(case_id)) continue;
-    const corpus::Case c = !items[n].path.empty() ? corpus::read_mask_file(items[n].path)
-                           : a.whole_requests     ? corpus::make_whole_request(items[n].family, items[n].index, opt)
-                                                  : corpus::make_case(items[n].family, items[n].index, opt);
+    const corpus::Case c = item_case(items[n], opt);
     GpuCase g = make_gpu_case(c, a.seed + n, stream);
     rt.run(g.request, stream);  // default plan: mu(M) statistics and the default/direct ids
     const DispatchInfo base = rt.last_dispatch();
     const std::string direct = rt.direct_plan(g.request);
     // Case id, source, request, split, key. A whole request keeps its case's request: folds keep the two together.
-    ProfileRecord rec = corpus::case_record_fields(c.meta, rt.arch(), a.whole_requests && items[n].path.empty());
+    ProfileRecord rec = corpus::case_record_fields(c.meta, rt.arch(), items[n].whole && items[n].path.empty());
     // Features from the CPU mu(M), bit for bit the GPU's, and with every statistic counted (the runtime skips the
     // coarsened pairs when no table reads them): the same as `tessera profile-refeature` derives.
     rec.features = corpus::case_features(c, corpus::case_mask_stats(c));
@@ -200,7 +257,8 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--out", a->out, "Profile records (JSON lines; appended, resumable)");
   auto* families =
       cmd->add_option("--families", a->families, "Families, space- or comma-separated (default: all)")->delimiter(',');
-  cmd->add_option("--splits", a->splits, "Corpus splits to profile (profiling, evaluation); with --masks, the files' splits");
+  auto* splits = cmd->add_option("--splits", a->splits,
+                                 "Corpus splits to profile (profiling, evaluation); with --masks, the files' splits");
   auto* per_split =
       cmd->add_option("--cases-per-split", a->cases_per_split, "Cases per family and split")->check(CLI::Range(1, 100000));
   auto* sources = cmd->add_option("--sources", a->sources,
@@ -221,8 +279,24 @@ void add_profile_command(CLI::App& app) {
                   "Profile only the eligible plans whose id matches this regular expression (e.g. '\\.wgmma\\.'), "
                   "besides each case's default and Direct plans");
   cmd->add_option("--reps", a->reps, "Timed repetitions per plan (median)")->check(CLI::Range(1, 1000));
+  // The ids say family, case, split and whether it is the whole request.
+  auto* case_ids = cmd->add_option("--case-ids", a->case_ids,
+                                   "Profile exactly these corpus cases: one id per line, '<family>/<source>/<index>' "
+                                   "or '.../whole' (docs/selection.md)")
+                       ->excludes("--masks")
+                       ->excludes(families)
+                       ->excludes(per_split)
+                       ->excludes(sources)
+                       ->excludes(whole)
+                       ->excludes(splits);
   cmd->add_flag("--list", a->list_only, "Print the chosen cases (family/source/index, split, chunk) and exit; no GPU needed");
-  cmd->callback([a] { run_profile(*a); });
+  cmd->add_flag("--list-features", a->list_features,
+                "Print each chosen case's plan-table features as one JSON object a line ({\"case\", \"split\", "
+                "\"key\", \"features\"}, computed on the CPU) and exit; no GPU needed");
+  cmd->callback([a, case_ids] {
+    a->case_ids_given = case_ids->count() > 0;
+    run_profile(*a);
+  });
 }
 
 }  // namespace tessera::tools

@@ -1,11 +1,14 @@
-// What `tessera profile --masks` profiles (corpus/include/tessera_corpus/profile_inputs.hpp): the user's mask files
-// and the identity fields of their records, checked without a GPU.
+// What `tessera profile --masks` and `--case-ids` profile (corpus/include/tessera_corpus/profile_inputs.hpp): the
+// user's mask files, the corpus cases a file of case ids names, and the identity fields of their records, checked
+// without a GPU.
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "core/profile_record_check.hpp"
+#include "expect_error.hpp"
 #include "temp_path.hpp"
 #include "tessera/error.hpp"
 #include "tessera_corpus/family.hpp"
@@ -90,6 +93,70 @@ TEST(ProfileInputs, MaskFilesAndDirectories) {
   const std::string junk = (dir / "README.txt").string();
   expect_error({junk}, junk, "header");
   fs::remove_all(dir);
+}
+
+/// Writes `text` to a fresh file of this test and returns its path.
+std::string case_id_file(const std::string& text) {
+  const std::string path = testing::unique_temp_path("case_ids", ".txt").string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ProfileInputs, CaseIdsFile) {
+  CorpusOptions opt;
+  opt.small = true;
+  const std::string a = "Q64K64-HD/" + case_origin("Q64K64-HD", 3, opt).source_id + "/3";
+  const std::string b = "Q64K64-HD/" + case_origin("Q64K64-HD", 12, opt).source_id + "/12";
+  const std::string path = case_id_file("# cases for the next profile\n\n  " + b + "/whole \t\n" + a + "\r\n\n");
+  const std::vector<CaseIdInput> ids = read_case_ids(path, opt);
+  ASSERT_EQ(ids.size(), 2u);  // file order
+  EXPECT_EQ(ids[0].family, "Q64K64-HD");
+  EXPECT_EQ(ids[0].index, 12);
+  EXPECT_TRUE(ids[0].whole_request);
+  EXPECT_EQ(ids[0].case_id, b + "/whole");
+  EXPECT_EQ(ids[1].index, 3);
+  EXPECT_FALSE(ids[1].whole_request);
+  EXPECT_EQ(ids[1].case_id, a);
+  EXPECT_EQ(ids[1].case_id, case_record_fields(make_case("Q64K64-HD", 3, opt).meta, "sm90a").case_id);
+  std::filesystem::remove(path);
+}
+
+TEST(ProfileInputs, CaseIdsErrors) {
+  CorpusOptions opt;
+  opt.small = true;
+  const int count = case_count("Q64K64-HD", opt);
+  const std::string source = case_origin("Q64K64-HD", 3, opt).source_id;
+  const std::string a = "Q64K64-HD/" + source + "/3";
+  const auto invalid = [&](const std::string& text, const std::string& fragment) {
+    const std::string path = case_id_file(text);
+    tessera::expect_error([&] { read_case_ids(path, opt); }, ErrorCode::kInvalidArgument, "--case-ids", fragment, text);
+    std::filesystem::remove(path);
+  };
+  const std::string path = testing::unique_temp_path("case_ids", ".txt").string();  // case_id_file's
+  invalid(a + "\nQ64K64-HD/" + source + "/03\n", path + ":2: case id 'Q64K64-HD/" + source + "/03' has index '03'");
+  invalid(a + "\nQ64K64-HD-3\n", ":2: case id 'Q64K64-HD-3' is not");
+  invalid("# x\nBogus/" + source + "/3\n", ":2: case id 'Bogus/" + source + "/3': unknown family 'Bogus'");
+  invalid("Bogus/" + source + "/3\n", "Q64K64-HD");  // the known families listed
+  invalid(a + "\n\nQ64K64-HD/" + source + "/" + std::to_string(count) + "\n",
+          fmt::format(":3: case id 'Q64K64-HD/{}/{}': index {} is out of range: family Q64K64-HD has {} cases", source,
+                      count, count, count));
+  std::string other;  // a source of the family that is not case 3's
+  for (int i = 0; i < count && other.empty(); ++i)
+    if (case_origin("Q64K64-HD", i, opt).source_id != source) other = case_origin("Q64K64-HD", i, opt).source_id;
+  ASSERT_FALSE(other.empty());
+  invalid("Q64K64-HD/" + other + "/3\n", ":1: case id 'Q64K64-HD/" + other + "/3': case 3 of family Q64K64-HD is of "
+                                          "source '" + source + "', not '" + other + "'");
+  invalid(a + "\n" + a + "/whole\n " + a + "\n", ":3: case id '" + a + "' is given twice (lines 1 and 3)");
+  invalid("", ": no case id");
+  invalid("# only a comment\n\n   \n", ": no case id");
+  const std::string missing = testing::unique_temp_path("no_case_ids", ".txt").string();
+  tessera::expect_error([&] { read_case_ids(missing, opt); }, ErrorCode::kIoError, "--case-ids",
+                        missing + ": cannot be read", "a missing file");
+  const std::string dir = testing::unique_temp_path("case_ids_dir").string();
+  std::filesystem::create_directories(dir);
+  tessera::expect_error([&] { read_case_ids(dir, opt); }, ErrorCode::kIoError, "--case-ids",
+                        dir + ": cannot be read", "a directory");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -11,7 +11,10 @@ crafted headers: overflowing sizes, bad integers and types), masks generate/stat
 (--seed, a non-empty --out, an STA table that is a directory; --whole-requests with --split / --cases-per-family),
 profile --sources (one source's cases; an unknown or repeated source, a family with none named), profile-refeature
 --masks (cases read from files; an output that is one of them; a case found nowhere; a missing file named with --masks), profile --masks (the user's mask files: --list lines with case id, split, request and path; missing files, directories
-without masks, repeated files or case ids, malformed files, options it excludes), outputs refused before any work (an
+without masks, repeated files or case ids, malformed files, options it excludes), profile --case-ids (the named cases'
+--list lines, whole requests included; a missing file, a bad line named, options it excludes), profile --list-features
+(one JSON object a line with every feature, for chosen cases and --case-ids; bench/pick_cases.py on its output gives
+ids --case-ids takes), outputs refused before any work (an
 output that is
 an input: masks render, profile-refeature --case-stats, run --json over the STA table; --out = --case-stats; a repeated
 profile --splits; paths on /proc or /sys, devices such as /dev/full, a directory as profile --out),
@@ -25,6 +28,7 @@ import subprocess
 import sys
 
 FAILURES = []
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run(tessera, *args):
@@ -449,6 +453,79 @@ def profile_masks(tessera, work):
     check(rc == 2 and "--out" in se, "profile --masks --out DIR fails before any profiling, naming --out", so + se)
 
 
+FEATURES = ["batch_heads", "seq_len", "density", "run_coverage", "mean_run_length", "mean_row_active", "row_imbalance",
+            "grid_rows", "active_blocks", "coarsen_cost2", "coarsen_cost4", "coarsen_cost8"]  # src/core/features.hpp
+
+
+def feature_lines(so, what):
+    """The --list-features objects of stdout, each checked: case, split, key and every feature, nothing else."""
+    objs = []
+    for line in so.splitlines():
+        try:
+            o = json.loads(line)
+        except ValueError:
+            check(False, f"{what}: a line that is not JSON", line)
+            continue
+        check(list(o) == ["case", "split", "key", "features"] and o["split"] in ("profile", "eval")
+              and o["key"].startswith("sm90a.bf16.d128.q") and sorted(o["features"]) == sorted(FEATURES)
+              and all(isinstance(v, (int, float)) for v in o["features"].values()), f"{what}: the line's fields", line)
+        objs.append(o)
+    return objs
+
+
+def profile_case_ids(tessera, work):
+    """`tessera profile --case-ids FILE` (exactly the named corpus cases) and `--list-features` (no GPU)."""
+    rc, so, se = run(tessera, "profile", "--list", "--families", "Q128K64", "--cases-per-split", "2")
+    listed = so.splitlines()
+    rc_w, so_w, _ = run(tessera, "profile", "--list", "--families", "Q128K64", "--cases-per-split", "2",
+                        "--whole-requests")
+    check(rc == 0 and rc_w == 0 and len(listed) == 4, "profile --list for --case-ids", so + se)
+    whole = so_w.splitlines()[3]
+    ids = os.path.join(work, "case_ids.txt")
+    write(ids, ["# chosen by hand", "", "  " + whole.split()[0] + "  ", listed[2].split()[0], listed[0].split()[0]])
+    rc, so, se = run(tessera, "profile", "--list", "--case-ids", ids)
+    check(rc == 0 and so.splitlines() == [whole, listed[2], listed[0]] and se == "",
+          "profile --list --case-ids: the ids' list lines, in file order", so + se)
+    missing = os.path.join(work, "no_such_case_ids.txt")
+    rc, so, se = run(tessera, "profile", "--list", "--case-ids", missing)
+    check(rc == 2 and f"io error: --case-ids: {missing}: cannot be read" in se and so == "",
+          "profile --case-ids: a missing file is an io error naming the option and the file", so + se)
+    bad = os.path.join(work, "bad_case_ids.txt")
+    write(bad, [listed[0].split()[0], "Q128K64/no-such-source/" + listed[0].split()[0].rsplit("/", 1)[1]])
+    rc, so, se = run(tessera, "profile", "--list", "--case-ids", bad)
+    check(rc == 2 and f"invalid argument: --case-ids: {bad}:2: case id 'Q128K64/no-such-source/" in se
+          and listed[0].split()[0].split("/")[1] in se and so == "",
+          "profile --case-ids: a case id of the wrong source names the line and the case's source", so + se)
+    for opt in (["--families", "Q128K64"], ["--whole-requests"], ["--splits", "profiling"], ["--cases-per-split", "2"]):
+        rc, so, se = run(tessera, "profile", "--list", "--case-ids", ids, *opt)
+        check(100 <= rc <= 115 and "excludes" in (so + se), f"profile --case-ids excludes {opt[0]}", so + se)
+    rc, so, se = run(tessera, "profile", "--list-features", "--families", "Q128K64", "--cases-per-split", "1",
+                     "--splits", "profiling")
+    objs = feature_lines(so, "profile --list-features")
+    check(rc == 0 and len(objs) == 1 and objs[0]["case"] == listed[0].split()[0] and objs[0]["split"] == "profile"
+          and objs[0]["key"] == "sm90a.bf16.d128.q128.kv64",
+          "profile --list-features --families Q128K64 --cases-per-split 1 --splits profiling", so + se)
+    rc, so, se = run(tessera, "profile", "--list-features", "--case-ids", ids)
+    objs = feature_lines(so, "profile --list-features --case-ids")
+    check(rc == 0 and [o["case"] for o in objs] == [line.split()[0] for line in (whole, listed[2], listed[0])]
+          and objs[0]["features"]["batch_heads"] > objs[1]["features"]["batch_heads"] and objs[1]["split"] == "eval",
+          "profile --list-features --case-ids with a whole request", so + se)
+    # bench/pick_cases.py on these lines: every case (no bound), whole requests dropped, a profiled case excluded
+    features = os.path.join(work, "features.jsonl")
+    write(features, so.splitlines())
+    records = os.path.join(work, "profiled.jsonl.gz")
+    with gzip.open(records, "wt") as f:
+        f.write(json.dumps({"case": objs[2]["case"]}) + "\n")
+    p = subprocess.run([sys.executable, os.path.join(REPO, "bench", "pick_cases.py"), features, "--low", "1e9",
+                        "--high", "1e9", "--only-single", "--exclude", records], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and p.stdout.splitlines() == [objs[1]["case"]], "bench/pick_cases.py on --list-features",
+          p.stdout + p.stderr)
+    picked = os.path.join(work, "picked.txt")
+    open(picked, "w").write(p.stdout)
+    rc, so, se = run(tessera, "profile", "--list", "--case-ids", picked)
+    check(rc == 0 and so.splitlines() == [listed[2]], "profile --case-ids takes bench/pick_cases.py's ids", so + se)
+
+
 def profile_sources(tessera):
     """`tessera profile --sources`: only the named sources' corpus cases, in the spread order, counted per split."""
     rc, so, se = run(tessera, "profile", "--list", "--families", "STA-real", "--sources", "sta-hv768-b64",
@@ -822,6 +899,7 @@ def main():
     profile_masks(tessera, work)
     refeature_masks(tessera, work)
     profile_sources(tessera)
+    profile_case_ids(tessera, work)
     crafted_mask_files(tessera, work)
     lost_stdout(tessera, work)
     corpus_commands(tessera, work)

@@ -1,8 +1,8 @@
 #pragma once
 /// @file profile_inputs.hpp
-/// What `tessera profile` profiles and how its records name it (docs/selection.md): corpus cases, or the user's own
-/// mask files (`--masks`: the corpus file format of mask_file.hpp, given as files or directories of .safetensors
-/// files). Host-only, so the case list and the records' identity fields are testable without a GPU.
+/// What `tessera profile` profiles and how its records name it (docs/selection.md): corpus cases (chosen per family and
+/// split, or named one by one in a file of case ids: `--case-ids`), or the user's own mask files (`--masks`: the
+/// corpus file format of mask_file.hpp, given as files or directories of .safetensors files). Host-only, so the case list and the records' identity fields are testable without a GPU.
 /// Uses the records type of src/core/table_compiler.hpp (include src/ as the tools and tests do).
 #include <string>
 #include <vector>
@@ -37,5 +37,26 @@ struct MaskFileInput {
 /// case_record_fields's errors, with the file's path as argument.
 std::vector<MaskFileInput> list_mask_files(const std::vector<std::string>& paths,
                                            const std::vector<std::string>& splits);
+
+/// One corpus case named in a file of case ids (`--case-ids`).
+struct CaseIdInput {
+  std::string family;
+  int index = 0;               ///< the case's index in its family (make_case, case_origin)
+  bool whole_request = false;  ///< the id ends in "/whole": the case's whole request (make_whole_request)
+  std::string case_id;         ///< "<family>/<source>/<index>" or ".../whole", as case_record_fields writes it
+};
+
+/// The corpus cases named in the text file `path` (`--case-ids`), in file order: one case id per line,
+/// "<family>/<source>/<index>" or "<family>/<source>/<index>/whole" (parse_profile_case_id), surrounding whitespace
+/// trimmed; blank lines and lines starting with '#' are skipped. Each id must name a case of the corpus `opt`
+/// describes (opt.small and opt.seed; opt.families is not read): a corpus family (families()), 0 <= index <
+/// case_count(family, opt), and the source of that case (case_origin(family, index, opt).source_id). Reads only
+/// case_origin(): no mask is generated. Every line is checked before anything is returned. Errors:
+/// Error(kIoError, "--case-ids", "<path>: cannot be read ...") for a missing or unreadable file (a directory
+/// included); Error(kInvalidArgument, "--case-ids", "<path>:<line>: ...") for a malformed id (parse_profile_case_id's
+/// message), an unknown family (the known ones listed), an index out of range (the family's case count given), a
+/// source that is not the case's (the case's source named) or an id given twice (both line numbers named);
+/// Error(kInvalidArgument, "--case-ids", "<path>: no case id ...") for a file without any id.
+std::vector<CaseIdInput> read_case_ids(const std::string& path, const CorpusOptions& opt);
 
 }  // namespace tessera::corpus
