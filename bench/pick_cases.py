@@ -33,7 +33,10 @@ SPLITS = ("profile", "eval")
 
 def json_lines(path):
     """(line number, object) of each non-blank line of a .jsonl, .jsonl.gz or '-' (stdin); exits naming the line."""
-    fh = sys.stdin if path == "-" else (gzip.open if path.endswith(".gz") else open)(path, "rt")
+    try:
+        fh = sys.stdin if path == "-" else (gzip.open if path.endswith(".gz") else open)(path, "rt")
+    except OSError as ex:
+        sys.exit(f"pick_cases: {path}: cannot be read ({ex.strerror or ex})")
     with fh:
         for n, line in enumerate(fh, 1):
             if not line.strip():

@@ -59,3 +59,9 @@ def test_bad_input(tmp_path):
     assert rc != 0 and "line 1" in err and "grid_rows" in err
     rc, _, err = pick(tmp_path, [line("F/s/0", 0.5)], "--low", "3", "--high", "2")
     assert rc != 0 and "--low" in err
+
+
+def test_unreadable_file_is_a_message_not_a_traceback(tmp_path):
+    for path in (tmp_path / "missing.jsonl", tmp_path):
+        p = subprocess.run([sys.executable, SCRIPT, str(path)], capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0 and "cannot be read" in p.stderr and "Traceback" not in p.stderr
