@@ -136,9 +136,9 @@ CaseIdInput case_of_id(const std::string& id, const CorpusOptions& opt) {
   if (source != cid.source)
     throw bad(fmt::format("case id '{}': case {} of family {} is of source '{}', not '{}'", id, cid.index, cid.family,
                           source, cid.source));
-  return {cid.family, cid.index, cid.whole_request,
-          fmt::format("{}/{}/{}{}", cid.family, source, cid.index,
-                      cid.whole_request ? std::string(kWholeRequestSuffix) : std::string())};
+  // parse_profile_case_id accepts canonical ids only and the source is the case's: `id` is already the id that
+  // case_record_fields writes.
+  return {cid.family, cid.index, cid.whole_request, id};
 }
 }  // namespace
 

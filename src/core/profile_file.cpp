@@ -40,6 +40,13 @@ std::set<std::string> resume_profile_file(const std::string& path, int* repaired
     pos = nl == std::string::npos ? text.size() : nl + 1;
   }
   const bool torn = !text.empty() && text.back() != '\n';
+  // Every cut of a record line starts with its '{': a last line without one is not a record cut off by a stop, and
+  // the file is not a records file (an ids or mask file given as --out): it is never rewritten.
+  if (torn && lines.back().front() != '{')
+    throw Error(ErrorCode::kFormatError, "--out",
+                fmt::format("{} line {}: not a profile record (the file is not one `tessera profile` wrote; it is left "
+                            "as it is: give another --out)",
+                            path, lines.size()));
   if (torn) lines.pop_back();
   std::vector<std::string> case_of(lines.size());
   for (std::size_t i = 0; i < lines.size(); ++i) {

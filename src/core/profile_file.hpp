@@ -15,7 +15,8 @@ namespace tessera {
 /// Opens a records file for resuming and returns the ids of the cases it already holds. A missing file holds
 /// none. A file that does not end in a newline was stopped in the middle of a write: the partial last line and
 /// every record of the last complete line's case (that case's block may be incomplete) are removed, the file is
-/// rewritten without them, and `*repaired` (when given) is set to the number of lines removed.
+/// rewritten without them, and `*repaired` (when given) is set to the number of lines removed. A partial last line
+/// that does not start with '{' (no cut of a record) is an error and the file is left untouched.
 /// Throws Error(kFormatError, "--out", "<path> line <n>: ...") for a complete line that is not a record, and
 /// Error(kIoError, "--out") when the file cannot be read or rewritten.
 std::set<std::string> resume_profile_file(const std::string& path, int* repaired = nullptr);

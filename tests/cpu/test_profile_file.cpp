@@ -83,6 +83,26 @@ TEST_F(ProfileFile, CutOffCaseIsRemoved) {
   EXPECT_EQ(repaired, 0);
 }
 
+// A file whose last line has no newline and is no cut of a record (an ids file given as --out, one line with no final
+// newline) is not a records file: an error, and the file is not rewritten.
+TEST_F(ProfileFile, ForeignFileIsNotRepaired) {
+  for (const std::string text : {std::string("Q128K64/src/3"), std::string("Q128K64/src/3\nQ128K64/src/4")}) {
+    {
+      std::ofstream out(path_, std::ios::binary | std::ios::trunc);
+      out << text;
+    }
+    try {
+      resume_profile_file(path_);
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kFormatError);
+      EXPECT_EQ(e.argument(), "--out");
+      EXPECT_NE(e.message().find("not a profile record"), std::string::npos) << e.message();
+    }
+    EXPECT_EQ(slurp(path_), text);
+  }
+}
+
 TEST_F(ProfileFile, BadCompleteLineNamesTheLine) {
   append_case_records(path_, {record("A", "p1")});
   {

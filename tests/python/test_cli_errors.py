@@ -432,6 +432,10 @@ def profile_masks(tessera, work):
     rc, so, se = run(tessera, "profile", "--list", "--masks", fam_dir, odd)
     check(rc == 2 and odd in se and "'block_q' = 15" in se and so == "", "profile --masks: a 15-token block is refused",
           so + se)
+    before = read_bytes(in_dir[0])
+    rc, so, se = run(tessera, "profile", "--masks", fam_dir, "--out", in_dir[0])
+    check(rc == 2 and "invalid argument: --out:" in se and "--masks file" in se and read_bytes(in_dir[0]) == before,
+          "profile --out naming one of the --masks files is refused and the file kept", so + se)
     rc, so, se = run(tessera, "profile", "--list", "--masks", fam_dir, "--families", "Q16K16")
     check(100 <= rc <= 115 and "excludes" in (so + se), "profile --masks excludes --families", so + se)
     rc, so, se = run(tessera, "profile", "--list", "--masks", fam_dir, "--cases-per-split", "2")
@@ -524,6 +528,13 @@ def profile_case_ids(tessera, work):
     open(picked, "w").write(p.stdout)
     rc, so, se = run(tessera, "profile", "--list", "--case-ids", picked)
     check(rc == 0 and so.splitlines() == [listed[2]], "profile --case-ids takes bench/pick_cases.py's ids", so + se)
+    # --out is appended to and repaired on resume: the ids file itself (under any name) is refused before the GPU
+    # check, and the file is left as it was
+    before = read_bytes(picked)
+    for out in (picked, os.path.join(os.path.dirname(picked), ".", os.path.basename(picked))):
+        rc, so, se = run(tessera, "profile", "--case-ids", picked, "--out", out)
+        check(rc == 2 and "invalid argument: --out:" in se and "--case-ids file" in se and read_bytes(picked) == before,
+              f"profile --out {out} (the --case-ids file) is refused and the file kept", so + se)
 
 
 def profile_sources(tessera):

@@ -2,7 +2,8 @@
 /// @file profile_inputs.hpp
 /// What `tessera profile` profiles and how its records name it (docs/selection.md): corpus cases (chosen per family and
 /// split, or named one by one in a file of case ids: `--case-ids`), or the user's own mask files (`--masks`: the
-/// corpus file format of mask_file.hpp, given as files or directories of .safetensors files). Host-only, so the case list and the records' identity fields are testable without a GPU.
+/// corpus file format of mask_file.hpp, given as files or directories of .safetensors files). Host-only, so the case
+/// list and the records' identity fields are testable without a GPU.
 /// Uses the records type of src/core/table_compiler.hpp (include src/ as the tools and tests do).
 #include <string>
 #include <vector>
