@@ -4,32 +4,90 @@ where a case profiled again replaces its older records: every record of a case i
 from the earlier files. Prints per file how many records it adds and replaces (stderr).
 
 Usage: bench/merge_profile_records.py OUT.jsonl IN1 [IN2 ...]   (in the order they were profiled)
+  OUT is written (plain JSON lines) only after every input was read; an OUT that is one of the inputs is refused.
+  Exit status: 0 written; 2 a bad argument, or an input that cannot be read or holds a line that is not a profile
+  record (one line on stderr naming the file and line; OUT is then not written).
 
 The embedded sm90a table: docs/selection.md, "The embedded H200 table (sm90a)", lists the inputs in order.
 """
+import argparse
 import gzip
 import json
+import os
 import sys
-files = sys.argv[2:]
-recs = []
-for f in files:
+import zlib
+
+PROG = "merge_profile_records.py"
+
+
+def fail(where, what):
+    """Exits with status 2 and one line on stderr: `merge_profile_records.py: <where>: <what>`."""
+    print(f"{PROG}: {where}: {what}", file=sys.stderr)
+    sys.exit(2)
+
+
+def same_file(a, b):
+    """Whether paths a and b name one file (the same inode when both exist, else the same resolved path)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def read_records(f):
+    """The records of one .jsonl / .jsonl.gz file, blank lines skipped; exits naming the file (and line)."""
     op = gzip.open if f.endswith('.gz') else open
+    try:
+        fh = op(f, 'rt')
+    except OSError as ex:  # missing, a directory, no permission
+        fail(f, f"cannot be read ({ex.strerror or ex})")
     rs = []
-    with op(f, 'rt') as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                r = json.loads(line)
-                r['case']
-            except (ValueError, KeyError, TypeError) as ex:
-                sys.exit(f"merge_profile_records: {f} line {n}: not a profile record ({type(ex).__name__}: {ex})")
-            rs.append(r)
-    new_cases = {r['case'] for r in rs}
-    before = len(recs)
-    recs = [r for r in recs if r['case'] not in new_cases]
-    print(f, len(rs), 'records;', before - len(recs), 'older records replaced', file=sys.stderr)
-    recs += rs
-with open(sys.argv[1], 'w') as out:
-    for r in recs: out.write(json.dumps(r) + '\n')
-print(len(recs), 'records', file=sys.stderr)
+    n = 0
+    try:
+        with fh:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    r = json.loads(line)
+                    if not isinstance(r['case'], str):
+                        raise TypeError(f"field 'case' is not a string: {json.dumps(r['case'])}")
+                except (ValueError, KeyError, TypeError, RecursionError) as ex:
+                    fail(f"{f}:{n}", f"not a profile record ({type(ex).__name__}: {ex})")
+                rs.append(r)
+    except UnicodeDecodeError as ex:
+        fail(f, f"not UTF-8 text after line {n} ({ex.reason})")
+    except (OSError, EOFError, zlib.error) as ex:  # a bad or truncated .gz, a read error
+        fail(f"{f}:{n + 1}", f"cannot be read ({getattr(ex, 'strerror', None) or ex})")
+    return rs
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                                 epilog=__doc__[__doc__.index("  OUT is written"):__doc__.index("\n\nThe embedded")],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", metavar="OUT", help="the merged records (.jsonl, overwritten)")
+    ap.add_argument("inputs", metavar="IN", nargs="+",
+                    help="profile records (.jsonl or .jsonl.gz), in the order they were profiled")
+    a = ap.parse_args(argv)
+    for f in a.inputs:
+        if same_file(a.out, f):
+            ap.error(f"OUT {a.out} is the input {f} (it would be overwritten)")
+    recs = []
+    for f in a.inputs:
+        rs = read_records(f)
+        new_cases = {r['case'] for r in rs}
+        before = len(recs)
+        recs = [r for r in recs if r['case'] not in new_cases]
+        print(f, len(rs), 'records;', before - len(recs), 'older records replaced', file=sys.stderr)
+        recs += rs
+    try:
+        with open(a.out, 'w') as out:
+            for r in recs: out.write(json.dumps(r) + '\n')
+    except OSError as ex:
+        fail(a.out, f"cannot be written ({ex.strerror or ex})")
+    print(len(recs), 'records', file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

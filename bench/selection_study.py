@@ -14,12 +14,15 @@ Usage:
       today) plus each candidate computed from the records' own features (DERIVED), no case stats needed. RECORDS:
       the merged records of the embedded table (bench/merge_profile_records.py over src/core/plan_tables/sm90a.inputs).
 
-RECORDS: profile records (.jsonl or .jsonl.gz) carrying the schema's seven features (records of format version 1's
-six-feature schema: `tessera profile-refeature` first). The compiler here is a Python copy of src/core/table_compiler.cpp
-(greedy tree, folds by request, leaf rankings by geometric mean, ties by plan id) used only for this exploration:
-it reproduces `tessera compile-table` exactly (six features: geomean 1.0172, P95 1.1177, P99 1.2947 on
+RECORDS: profile records (.jsonl or .jsonl.gz). `features` compiles with the seven features of format version 2
+(SCHEMA; records of format version 1's six-feature schema: `tessera profile-refeature` first), `derived` with the
+twelve of format version 4 (SCHEMA_V4, the current schema of src/core/features.cpp); `noise` compares every feature
+the records carry. The compiler here is a Python copy of src/core/table_compiler.cpp (greedy tree, folds by request,
+leaf rankings by geometric mean, ties by plan id) used only for this exploration: it reproduces
+`tessera compile-table` exactly (six features: geomean 1.0172, P95 1.1177, P99 1.2947 on
 bench/results/h200_session3/profile.jsonl.gz; 1.0109 / 1.0599 / 1.1784 on all three rounds, 127,998 records;
-seven: see bench/NOTES.md, "Feature study on all three rounds"). Needs numpy.
+seven: see bench/NOTES.md, "Feature study on all three rounds"; twelve: `derived --min-leaf 4` on the embedded
+table's merged records, 1.0147 / 1.1079 / 1.2694). Needs numpy.
 """
 import argparse
 import bisect
@@ -247,20 +250,41 @@ def noise(cases):
     print("regret of the twin's fastest plan:", summary(twin))
 
 
+def positive_int(text):
+    """argparse type: an integer >= 1 (a leaf minimum)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 1 (cases per leaf), got {value}")
+    return value
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=["noise", "features", "derived"])
     ap.add_argument("records")
-    ap.add_argument("case_stats", nargs="?")
-    ap.add_argument("--min-leaf", type=int, nargs="+", default=[32, 16, 8])
+    ap.add_argument("case_stats", nargs="?", help="features: tessera profile-refeature --case-stats output")
+    ap.add_argument("--min-leaf", type=positive_int, nargs="+", default=[32, 16, 8],
+                    help="features, derived: the leaf minimums to compare, each >= 1 (default 32 16 8; the "
+                    "embedded table: 4)")
     ap.add_argument("--only", nargs="+", help="features: only these candidates")
     ap.add_argument("--drop", nargs="+", help="features: schema features left out in every row (--drop "
                     "row_imbalance gives the six-feature schema of format version 1)")
     ap.add_argument("--base", help="features: candidates (comma-separated) added to the schema in every row")
     ap.add_argument("--quantiles", type=int, default=0, help="features: candidate edges at N-quantiles of the "
                     "profiling cases (all keys) instead of the fixed edges")
-    ap.add_argument("--per-key", action="store_true", help="features: also print depth, CV and eval geomean per key")
+    ap.add_argument("--per-key", action="store_true",
+                    help="features, derived: also print depth, CV and eval geomean per key")
     a = ap.parse_args()
+    if a.what != "features":
+        if a.case_stats is not None:
+            ap.error(f"{a.what} takes RECORDS only, not {a.case_stats!r} (CASE_STATS is for features)")
+        given = [o for o, v in (("--only", a.only), ("--drop", a.drop), ("--base", a.base),
+                                ("--quantiles", a.quantiles)) if v]
+        if given:
+            ap.error(f"{', '.join(given)}: for features only, not {a.what}")
     cases = load(a.records)
     if a.what == "noise":
         return noise(cases)

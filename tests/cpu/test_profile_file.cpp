@@ -86,7 +86,7 @@ TEST_F(ProfileFile, CutOffCaseIsRemoved) {
 // A file whose last line has no newline and is no cut of a record (an ids file given as --out, one line with no final
 // newline) is not a records file: an error, and the file is not rewritten.
 TEST_F(ProfileFile, ForeignFileIsNotRepaired) {
-  for (const std::string text : {std::string("Q128K64/src/3"), std::string("Q128K64/src/3\nQ128K64/src/4")}) {
+  for (const std::string& text : {std::string("Q128K64/src/3"), std::string("Q128K64/src/3\nQ128K64/src/4")}) {
     {
       std::ofstream out(path_, std::ios::binary | std::ios::trunc);
       out << text;

@@ -1,6 +1,8 @@
 """bench/pick_cases.py (case ids for `tessera profile --case-ids` from `tessera profile --list-features` lines): the
-two ends of longest_row_share * 132 per key and split, most extreme first, --per-key, --exclude, --only-single, stdin
-and a malformed line. Stdlib only; made-up feature lines, no binary."""
+two ends of longest_row_share * 132 per key and split, most extreme first, --per-key, --exclude (one file per use),
+--only-single, stdin; no case picked (exit 1, the reason on stderr); bad input (a malformed line, a field of the wrong
+type, a bad .gz, bytes that are not UTF-8, non-finite --low / --high: one line naming file and line, exit 2) and a
+closed stdout, never a traceback. Stdlib only; made-up feature lines, no binary."""
 import gzip
 import json
 import os
@@ -46,19 +48,83 @@ def test_exclude_and_only_single(tmp_path):
         f.write(json.dumps({"case": "F/s/1", "plan": "p"}) + "\n\n" + json.dumps({"case": "F/s/1", "plan": "q"}) + "\n")
     more = tmp_path / "more.jsonl"
     more.write_text(json.dumps({"case": "F/s/2"}) + "\n")
-    rc, ids, err = pick(tmp_path, lines, "--exclude", str(done), str(more))
+    rc, ids, err = pick(tmp_path, lines, "--exclude", str(done), "--exclude", str(more))
     assert rc == 0 and ids == ["F/s/0/whole", "F/s/0"], err
+    # one file per --exclude: the features file after it stays a features file, not a second exclude file
+    p = subprocess.run([sys.executable, SCRIPT, "--exclude", str(done), str(tmp_path / "f.jsonl")],
+                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0 and p.stdout.splitlines() == ["F/s/0/whole", "F/s/2", "F/s/0"], p.stderr
     rc, ids, _ = pick(tmp_path, lines, "--only-single")
     assert rc == 0 and ids == ["F/s/1", "F/s/2", "F/s/0"]
 
 
+def test_no_case_picked_says_why(tmp_path):
+    lines = [line("F/s/0", 0.5), line("F/s/1", 3.0), line("F/s/1/whole", 3.0)]
+    done = tmp_path / "done.jsonl"
+    done.write_text(json.dumps({"case": "F/s/0"}) + "\n" + json.dumps({"case": "F/s/1"}) + "\n")
+    for args, stdin, why in [((), True, "no case picked: the input (<stdin>) holds no case"),
+                             (("--exclude", str(done), "--only-single"), False,
+                              "no case left: 3 read, 2 excluded (--exclude), 1 whole requests skipped (--only-single)"),
+                             (("--low", "0.1", "--high", "4"), False, "none of the 3 cases left is below --low 0.1"),
+                             (("--per-key", "0"), False, "--per-key 0 takes none of the 3 cases left")]:
+        rc, ids, err = pick(tmp_path, [] if stdin else lines, *args, stdin=stdin)
+        last = err.splitlines()[-1]
+        assert rc == 1 and ids == [] and last.startswith("pick_cases.py: ") and why in last, err
+    p = subprocess.run([sys.executable, SCRIPT, "-h"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "default: stdin" in p.stdout and "Exit status: 0 ids written; 1 no id" in p.stdout
+
+
 def test_bad_input(tmp_path):
+    f = tmp_path / "f.jsonl"
     rc, ids, err = pick(tmp_path, [line("F/s/0", 0.5), "{not json"])
-    assert rc != 0 and ids == [] and "line 2" in err
+    assert rc == 2 and ids == [] and f"pick_cases.py: {f}:2: not a JSON object" in err
     rc, _, err = pick(tmp_path, [json.dumps({"case": "F/s/0", "split": "profile", "key": "k", "features": {}})])
-    assert rc != 0 and "line 1" in err and "grid_rows" in err
+    assert rc == 2 and f"{f}:1:" in err and "row_imbalance" in err
+    good = json.loads(line("F/s/0", 0.5))
+    for field, value, what in [("key", 5, "field 'key' is not a string: 5"), ("key", [1], "'key' is not a string"),
+                               ("split", None, "field 'split' is not a string: null"),
+                               ("features", [1], "field 'features' is not an object"),
+                               ("features", {"row_imbalance": "x", "grid_rows": 264}, "'row_imbalance' is not a"),
+                               ("features", {"row_imbalance": 1, "grid_rows": float("nan")}, "'grid_rows' is not a")]:
+        rc, ids, err = pick(tmp_path, [line("F/s/1", 0.5), json.dumps(dict(good, **{field: value}))])
+        assert rc == 2 and ids == [] and err.count("\n") == 1 and err.startswith(f"pick_cases.py: {f}:2: "), err
+        assert what in err and "Traceback" not in err, err
+    rc, _, err = pick(tmp_path, ["[1, 2]"], stdin=True)
+    assert rc == 2 and err == "pick_cases.py: <stdin>:1: not a JSON object with a 'case' (no string field 'case')\n"
     rc, _, err = pick(tmp_path, [line("F/s/0", 0.5)], "--low", "3", "--high", "2")
-    assert rc != 0 and "--low" in err
+    assert rc == 2 and "--low" in err
+    for opt, value in [("--low", "nan"), ("--high", "inf"), ("--low", "-Infinity"), ("--high", "x")]:
+        rc, _, err = pick(tmp_path, [line("F/s/0", 0.5)], f"{opt}={value}")
+        assert rc == 2 and f"argument {opt}: " in err and value in err and "Traceback" not in err, err
+
+
+def test_bad_bytes_and_gzip_are_one_line(tmp_path):
+    utf8 = tmp_path / "u.jsonl"
+    utf8.write_bytes(line("F/s/0", 0.5).encode() + b"\n" + b'{"case": "F/s/\xff"}\n')
+    not_gz = tmp_path / "plain.jsonl.gz"
+    not_gz.write_text(line("F/s/0", 0.5) + "\n")
+    cut_gz = tmp_path / "cut.jsonl.gz"
+    data = gzip.compress("".join(line(f"F/s/{i}", 0.5) + "\n" for i in range(2000)).encode())
+    cut_gz.write_bytes(data[:len(data) // 2])
+    for args, want in [((str(utf8),), f"pick_cases.py: {utf8}:2: not UTF-8 text"),
+                       ((str(not_gz),), f"pick_cases.py: {not_gz}:1: cannot be read"),
+                       ((str(cut_gz),), f"pick_cases.py: {cut_gz}:"),
+                       ((str(utf8), "--exclude", str(not_gz)), f"pick_cases.py: {not_gz}:1: cannot be read")]:
+        p = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and p.stdout == "" and p.stderr.startswith(want), p.stderr
+        assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+
+
+def test_closed_stdout_ends_quietly(tmp_path):
+    path = tmp_path / "f.jsonl"
+    path.write_text("".join(line(f"F/s/{i}", 9.0) + "\n" for i in range(50000)))
+    p = subprocess.Popen([sys.executable, SCRIPT, str(path), "--per-key", "100000"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    first = p.stdout.readline()
+    p.stdout.close()  # as `| head -1` does
+    err = p.stderr.read().decode()
+    p.stderr.close()
+    assert p.wait(timeout=60) == 141 and first == b"F/s/0\n" and err == "", err
 
 
 def test_unreadable_file_is_a_message_not_a_traceback(tmp_path):
