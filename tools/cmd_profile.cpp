@@ -44,6 +44,7 @@ namespace {
 
 struct ProfileArgs {
   std::string out = "profile.jsonl";
+  bool out_given = false;  ///< --out was given: an error with --list / --list-features, which print to stdout
   std::vector<std::string> families;
   std::vector<std::string> sources;  ///< --sources: only corpus cases of these source ids (docs/corpus.md)
   std::vector<std::string> masks;  ///< the user's mask files or directories (--masks) instead of corpus cases
@@ -120,6 +121,8 @@ void print_features(const std::vector<Item>& items, const corpus::CorpusOptions&
 }
 
 void run_profile(const ProfileArgs& a) {
+  if (a.out_given && (a.list_only || a.list_features))  // else the listing would go to stdout and --out be unused
+    throw Error(ErrorCode::kInvalidArgument, "--out", "the listing modes print to stdout; --out is for profiling");
   std::regex plan_filter;
   try {
     plan_filter = std::regex(a.plans.empty() ? std::string(".") : a.plans);
@@ -267,7 +270,8 @@ void run_profile(const ProfileArgs& a) {
 void add_profile_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("profile", "Profile every eligible plan on corpus cases or mask files (GPU); writes JSON lines");
   auto a = std::make_shared<ProfileArgs>();
-  cmd->add_option("--out", a->out, "Profile records (JSON lines; appended, resumable)");
+  auto* out = cmd->add_option("--out", a->out, "Profile records (JSON lines; appended, resumable); not with --list or "
+                                               "--list-features, which print to stdout");
   auto* families =
       cmd->add_option("--families", a->families, "Families, space- or comma-separated (default: all)")->delimiter(',');
   auto* splits = cmd->add_option("--splits", a->splits,
@@ -295,19 +299,28 @@ void add_profile_command(CLI::App& app) {
   // The ids say family, case, split and whether it is the whole request.
   auto* case_ids = cmd->add_option("--case-ids", a->case_ids,
                                    "Profile exactly these corpus cases: one id per line, '<family>/<source>/<index>' "
-                                   "or '.../whole' (docs/selection.md)")
+                                   "or '.../whole'; blank lines and lines starting with '#' are skipped "
+                                   "(docs/selection.md)")
                        ->excludes("--masks")
                        ->excludes(families)
                        ->excludes(per_split)
                        ->excludes(sources)
                        ->excludes(whole)
                        ->excludes(splits);
-  cmd->add_flag("--list", a->list_only, "Print the chosen cases (family/source/index, split, chunk) and exit; no GPU needed");
+  // The two listings name splits differently, and scripts read both: --list as --splits takes them (the corpus's
+  // words), --list-features as the records write them (docs/selection.md).
+  auto* list = cmd->add_flag("--list", a->list_only,
+                             "Print the chosen cases and exit, one a line: '<case id> <split> chunk <chunk>' (--masks: "
+                             "'<case id> <split> request <request> <path>'), the split as --splits names it "
+                             "(profiling, evaluation); no GPU needed");
   cmd->add_flag("--list-features", a->list_features,
                 "Print each chosen case's plan-table features as one JSON object a line ({\"case\", \"split\", "
-                "\"key\", \"features\"}, computed on the CPU) and exit; no GPU needed");
-  cmd->callback([a, case_ids] {
+                "\"key\", \"features\"}, computed on the CPU; \"split\" as the records write it: profile, eval) and "
+                "exit; no GPU needed")
+      ->excludes(list);
+  cmd->callback([a, case_ids, out] {
     a->case_ids_given = case_ids->count() > 0;
+    a->out_given = out->count() > 0;
     run_profile(*a);
   });
 }

@@ -88,6 +88,28 @@ TEST(ProfileInputs, MaskFilesAndDirectories) {
   const fs::path empty = dir / "empty";
   fs::create_directories(empty);
   expect_error({empty.string()}, "--masks", "holds no .safetensors file");
+  try {  // no subdirectory holds masks: no hint
+    list_mask_files({empty.string()}, kBothSplits);
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("subdirectories"), std::string::npos) << e.what();
+  }
+  // The files only in subdirectories (two levels down, after an empty one): not searched, the first one named.
+  const fs::path nested = dir / "nested";
+  fs::create_directories(nested / "a_empty");
+  fs::create_directories(nested / "b" / "y");
+  fs::create_directories(nested / "b" / "x");
+  write_mask_file((nested / "b" / "y" / "m.safetensors").string(), a);
+  write_mask_file((nested / "b" / "x" / "m.safetensors").string(), b);
+  expect_error({nested.string()}, "--masks",
+               "directory '" + nested.string() + "' holds no .safetensors file; its subdirectories are not searched "
+               "(not recursive), and '" + (nested / "b" / "x").string() + "' holds some");
+  // One file, not in the splits given: singular.
+  const std::string other_split = a.meta.split == "profiling" ? "evaluation" : "profiling";
+  expect_error({(dir / "a.safetensors").string()}, "--masks", "the 1 mask file is not in the splits given",
+               {other_split});
+  if (a.meta.split == b.meta.split)
+    expect_error({(dir / "a.safetensors").string(), (dir / "b.safetensors").string()}, "--masks",
+                 "none of the 2 mask files is in the splits given", {other_split});
   const std::string missing = (dir / "missing.safetensors").string();
   expect_error({missing}, "--masks", "'" + missing + "': cannot read");  // the option and the path
   const std::string junk = (dir / "README.txt").string();
@@ -119,6 +141,12 @@ TEST(ProfileInputs, CaseIdsFile) {
   EXPECT_EQ(ids[1].case_id, a);
   EXPECT_EQ(ids[1].case_id, case_record_fields(make_case("Q64K64-HD", 3, opt).meta, "sm90a").case_id);
   std::filesystem::remove(path);
+  // A UTF-8 byte-order mark at the start of the file (as some editors write) is skipped.
+  const std::string bom = case_id_file("\xEF\xBB\xBF" + a + "\n" + b + "\n");
+  const std::vector<CaseIdInput> after_bom = read_case_ids(bom, opt);
+  ASSERT_EQ(after_bom.size(), 2u);
+  EXPECT_EQ(after_bom[0].case_id, a);
+  std::filesystem::remove(bom);
 }
 
 TEST(ProfileInputs, CaseIdsErrors) {
@@ -147,6 +175,34 @@ TEST(ProfileInputs, CaseIdsErrors) {
   invalid("Q64K64-HD/" + other + "/3\n", ":1: case id 'Q64K64-HD/" + other + "/3': case 3 of family Q64K64-HD is of "
                                           "source '" + source + "', not '" + other + "'");
   invalid(a + "\n" + a + "/whole\n " + a + "\n", ":3: case id '" + a + "' is given twice (lines 1 and 3)");
+  // Several ids on a line, a comment after an id ('#' starts a comment only at the start of a line).
+  invalid(a + "," + a + "\n", ":1: case id '" + a + "," + a + "' holds ',': one case id per line");
+  invalid(a + "\n" + a + " \t" + a + "\n", ":2: case id '" + a + " \\x09" + a + "' holds whitespace: one case id per "
+                                         "line");
+  invalid(a + " # the next one\n", ":1: case id '" + a + " # the next one' holds '#': '#' starts a comment only at the "
+                                    "start of a line");
+  invalid(a + "#x\n", ":1: case id '" + a + "#x' holds '#'");
+  // Bytes other than printable ASCII are escaped in the message; a byte-order mark after the start is one of them.
+  invalid(a + "\n" + std::string("Q64K\x00\x1b[2J", 9) + "\n",
+          ":2: case id 'Q64K\\x00\\x1b[2J' holds the byte \\x00: case ids are printable ASCII");
+  invalid(a + "\n\xEF\xBB\xBF" + a + "\n", ":2: case id '\\xef\\xbb\\xbf" + a + "' holds the byte \\xef");
+  // A huge line is cut after ~80 characters, with its length, wherever a message quotes it or a part of it.
+  const std::string huge_family(1 << 20, 'F');
+  for (const std::string& line : {huge_family, huge_family + "/" + source + "/3",
+                                  "Q64K64-HD/" + source + "/" + huge_family, "Q64K64-HD/" + huge_family + "/3"}) {
+    const std::string p = case_id_file(line + "\n");
+    try {
+      read_case_ids(p, opt);
+      ADD_FAILURE() << "a huge line accepted";
+    } catch (const Error& e) {
+      EXPECT_LT(e.message().size(), 600u) << e.message().substr(0, 1000);
+      EXPECT_NE(e.message().find(fmt::format("...' ({} bytes)", line.size())), std::string::npos)
+          << e.message().substr(0, 1000);
+    }
+    std::filesystem::remove(p);
+  }
+  invalid(a + "\n" + huge_family + "\n", ":2: case id '" + std::string(80, 'F') + "...' (1048576 bytes) is not");
+  invalid("Q64K64-HD/" + source + "\\x/3\n", "case id 'Q64K64-HD/" + source + "\\\\x/3': case 3 of family");
   invalid("", ": no case id");
   invalid("# only a comment\n\n   \n", ": no case id");
   const std::string missing = testing::unique_temp_path("no_case_ids", ".txt").string();
@@ -157,6 +213,8 @@ TEST(ProfileInputs, CaseIdsErrors) {
   tessera::expect_error([&] { read_case_ids(dir, opt); }, ErrorCode::kIoError, "--case-ids",
                         dir + ": cannot be read", "a directory");
   std::filesystem::remove_all(dir);
+  tessera::expect_error([&] { read_case_ids("", opt); }, ErrorCode::kInvalidArgument, "--case-ids", "empty path",
+                        "an empty path");
 }
 
 }  // namespace

@@ -11,8 +11,10 @@ crafted headers: overflowing sizes, bad integers and types), masks generate/stat
 (--seed, a non-empty --out, an STA table that is a directory; --whole-requests with --split / --cases-per-family),
 profile --sources (one source's cases; an unknown or repeated source, a family with none named), profile-refeature
 --masks (cases read from files; an output that is one of them; a case found nowhere; a missing file named with --masks), profile --masks (the user's mask files: --list lines with case id, split, request and path; missing files, directories
-without masks, repeated files or case ids, malformed files, options it excludes), profile --case-ids (the named cases'
---list lines, whole requests included; a missing file, a bad line named, options it excludes), profile --list-features
+without masks or with masks only in subdirectories, repeated files or case ids, malformed files, one file of another
+split, options it excludes), profile --case-ids (the named cases' --list lines, whole requests included, a leading
+UTF-8 BOM skipped; a missing file, an empty path, a bad line named: several ids on it, '#' after an id, control bytes
+escaped, a huge line cut; options it excludes), --list and --list-features exclusive, --out refused with either, profile --list-features
 (one JSON object a line with every feature, for chosen cases and --case-ids; bench/pick_cases.py on its output gives
 ids --case-ids takes), outputs refused before any work (an
 output that is
@@ -413,6 +415,18 @@ def profile_masks(tessera, work):
     rc, so, se = run(tessera, "profile", "--list", "--masks", empty_dir)
     check(rc == 2 and "--masks" in se and empty_dir in se and ".safetensors" in se,
           "profile --masks DIR without .safetensors files names --masks and the directory", so + se)
+    # the family directory holds only per-source subdirectories: not searched, the first one holding masks named
+    rc, so, se = run(tessera, "profile", "--list", "--masks", corpus)
+    first_sub = os.path.join(corpus, sorted(os.listdir(corpus))[0])
+    first_sub = os.path.join(first_sub, sorted(os.listdir(first_sub))[0])
+    check(rc == 2 and f"--masks: directory '{corpus}' holds no .safetensors file; its subdirectories are not searched"
+          in se and f"'{first_sub}' holds some" in se and so == "",
+          "profile --masks DIR with masks only in subdirectories: not recursive, a subdirectory named", so + se)
+    # one file, not of the splits given: singular
+    other = "profiling" if " evaluation " in lines[0] else "evaluation"
+    rc, so, se = run(tessera, "profile", "--list", "--masks", in_dir[0], "--splits", other)
+    check(rc == 2 and "invalid argument: --masks: the 1 mask file is not in the splits given (--splits)" in se,
+          "profile --masks FILE --splits (not the file's): one file, singular", so + se)
     rc, so, se = run(tessera, "profile", "--list", "--masks", in_dir[0], "./" + os.path.relpath(in_dir[0]))
     check(rc == 2 and "--masks" in se and "more than once" in se, "profile --masks: a file given twice", so + se)
     copy_dir = os.path.join(work, "copied_masks")
@@ -500,6 +514,45 @@ def profile_case_ids(tessera, work):
     check(rc == 2 and f"invalid argument: --case-ids: {bad}:2: case id 'Q128K64/no-such-source/" in se
           and listed[0].split()[0].split("/")[1] in se and so == "",
           "profile --case-ids: a case id of the wrong source names the line and the case's source", so + se)
+    # a UTF-8 byte-order mark at the start of the file is skipped
+    bom = os.path.join(work, "bom_case_ids.txt")
+    with open(bom, "wb") as f:
+        f.write(b"\xef\xbb\xbf" + (listed[2].split()[0] + "\r\n" + listed[0].split()[0] + "\r\n").encode())
+    rc, so, se = run(tessera, "profile", "--list", "--case-ids", bom)
+    check(rc == 0 and so.splitlines() == [listed[2], listed[0]], "profile --case-ids: a leading UTF-8 BOM is skipped",
+          so + se)
+    one, two = listed[0].split()[0], listed[2].split()[0]
+    bad_lines = [  # (file text, a fragment of the message after "<file>:<line>: ")
+        (f"{one},{two}\n", f"case id '{one},{two}' holds ',': one case id per line"),
+        (f"{one}\n{one} {two}\n", f"case id '{one} {two}' holds whitespace: one case id per line"),
+        (f"{one}  # profiled first\n",
+         f"case id '{one}  # profiled first' holds '#': '#' starts a comment only at the start of a line, not after an id"),
+        ("Q128K64\0\x1b[2J/x/1\n",
+         "case id 'Q128K64\\x00\\x1b[2J/x/1' holds the byte \\x00: case ids are printable ASCII"),
+    ]
+    for n, (text, fragment) in enumerate(bad_lines):
+        path = os.path.join(work, f"bad_line_{n}.txt")
+        open(path, "w").write(text)
+        rc, so, se = run(tessera, "profile", "--list", "--case-ids", path)
+        line = text.count("\n")
+        check(rc == 2 and f"invalid argument: --case-ids: {path}:{line}: {fragment}" in se and so == ""
+              and "\0" not in se and "\x1b" not in se, f"profile --case-ids: bad line {text!r}", so + se)
+    huge = os.path.join(work, "huge_case_ids.txt")
+    open(huge, "w").write("Q128K64/" + "s" * (8 << 20) + "/1\n")  # one 8 MB line: quoted cut, once per mention
+    rc, so, se = run(tessera, "profile", "--list", "--case-ids", huge)
+    check(rc == 2 and f"{huge}:1: case id 'Q128K64/sss" in se and f"...' ({(8 << 20) + 10} bytes)" in se
+          and len(se) < 1000, "profile --case-ids: a huge line is cut in the message", so + se[:2000])
+    os.remove(huge)
+    rc, so, se = run(tessera, "profile", "--list", "--case-ids", "")
+    check(rc == 2 and "invalid argument: --case-ids: empty path" in se, "profile --case-ids ''", so + se)
+    # the two listings exclude each other; --out with either is refused (they print to stdout), nothing written
+    rc, so, se = run(tessera, "profile", "--list", "--list-features", "--case-ids", ids)
+    check(100 <= rc <= 115 and "excludes" in (so + se) and so == "", "profile --list excludes --list-features", so + se)
+    unused = os.path.join(work, "listing_out.jsonl")
+    for mode in ("--list", "--list-features"):
+        rc, so, se = run(tessera, "profile", mode, "--case-ids", ids, "--out", unused)
+        check(rc == 2 and "invalid argument: --out: the listing modes print to stdout; --out is for profiling" in se
+              and so == "" and not os.path.exists(unused), f"profile {mode} --out is refused", so + se)
     for opt in (["--families", "Q128K64"], ["--whole-requests"], ["--splits", "profiling"], ["--cases-per-split", "2"]):
         rc, so, se = run(tessera, "profile", "--list", "--case-ids", ids, *opt)
         check(100 <= rc <= 115 and "excludes" in (so + se), f"profile --case-ids excludes {opt[0]}", so + se)

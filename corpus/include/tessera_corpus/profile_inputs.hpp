@@ -32,10 +32,11 @@ struct MaskFileInput {
 /// contributes its regular files ending in ".safetensors" (not its subdirectories), sorted by name. Every file is
 /// read and checked (read_mask_file). Only files whose metadata split is in `splits` ("profiling", "evaluation")
 /// are returned. Errors: Error(kInvalidArgument, "--masks") for no path, a path given twice (however spelled), a
-/// directory with no .safetensors file, two files holding the same case id (both named: family, source_id and
-/// index must tell cases apart), or no file in `splits`; Error(kIoError, "--masks") naming the path for a missing
-/// or unreadable one (read_mask_file's message); read_mask_file's kFormatError for a malformed file and
-/// case_record_fields's errors, with the file's path as argument.
+/// directory with no .safetensors file (when its subdirectories hold some, the message says that they are not
+/// searched and names the first such one, depth first by name), two files holding the same case id (both named:
+/// family, source_id and index must tell cases apart), or no file in `splits`; Error(kIoError, "--masks") naming
+/// the path for a missing or unreadable one (read_mask_file's message); read_mask_file's kFormatError for a
+/// malformed file and case_record_fields's errors, with the file's path as argument.
 std::vector<MaskFileInput> list_mask_files(const std::vector<std::string>& paths,
                                            const std::vector<std::string>& splits);
 
@@ -49,15 +50,19 @@ struct CaseIdInput {
 
 /// The corpus cases named in the text file `path` (`--case-ids`), in file order: one case id per line,
 /// "<family>/<source>/<index>" or "<family>/<source>/<index>/whole" (parse_profile_case_id), surrounding whitespace
-/// trimmed; blank lines and lines starting with '#' are skipped. Each id must name a case of the corpus `opt`
+/// trimmed (and a UTF-8 byte-order mark at the start of the file skipped); blank lines and lines starting with '#'
+/// are skipped ('#' after an id is not a comment: an error). Each id must name a case of the corpus `opt`
 /// describes (opt.small and opt.seed; opt.families is not read): a corpus family (families()), 0 <= index <
 /// case_count(family, opt), and the source of that case (case_origin(family, index, opt).source_id). Reads only
 /// case_origin(): no mask is generated. Every line is checked before anything is returned. Errors:
-/// Error(kIoError, "--case-ids", "<path>: cannot be read ...") for a missing or unreadable file (a directory
-/// included); Error(kInvalidArgument, "--case-ids", "<path>:<line>: ...") for a malformed id (parse_profile_case_id's
+/// Error(kInvalidArgument, "--case-ids", "empty path") for an empty `path`; Error(kIoError, "--case-ids", "<path>:
+/// cannot be read ...") for a missing or unreadable file (a directory included); Error(kInvalidArgument,
+/// "--case-ids", "<path>:<line>: ...") for a line holding '#' after an id, ',' or whitespace inside (several ids on
+/// a line: "one case id per line") or a byte other than printable ASCII, a malformed id (parse_profile_case_id's
 /// message), an unknown family (the known ones listed), an index out of range (the family's case count given), a
 /// source that is not the case's (the case's source named) or an id given twice (both line numbers named);
-/// Error(kInvalidArgument, "--case-ids", "<path>: no case id ...") for a file without any id.
+/// Error(kInvalidArgument, "--case-ids", "<path>: no case id ...") for a file without any id. The messages quote
+/// a line's id with bytes other than printable ASCII as \xNN and cut after ~80 characters.
 std::vector<CaseIdInput> read_case_ids(const std::string& path, const CorpusOptions& opt);
 
 }  // namespace tessera::corpus
