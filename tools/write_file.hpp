@@ -143,15 +143,33 @@ inline void check_extra_output(const std::string& extra, const char* extra_optio
   check_distinct_outputs(out, extra, out_option, extra_option);
 }
 
-/// Writes `text` to `path` (truncating). Throws Error(kIoError, option, "cannot write '<path>': <reason>") when the
-/// file cannot be opened, written or closed.
+/// Writes `text` to `path`, replacing it only once the whole text is written: into a temporary file beside it
+/// (".<name>.tessera-tmp-<pid>" in the same directory), flushed and closed, then renamed over `path`, so a failed write
+/// (a full disk, a file-size limit) leaves an existing `path` as it was and no partial file behind. `path` is a
+/// regular file or new (check_output_dir refuses anything else); an existing `path` with other hard links is replaced
+/// by a new file (the other names keep the old contents). Throws Error(kIoError, option, "cannot write '<path>':
+/// <reason>") when the file cannot be created, written, closed or renamed.
 inline void write_text_file(const std::string& path, std::string_view text, const char* option) {
+  namespace fs = std::filesystem;
   check_output_dir(path, option);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error(ErrorCode::kIoError, option, fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  out.close();
-  if (!out) throw Error(ErrorCode::kIoError, option, fmt::format("write to '{}' failed", path));
+  const fs::path target(path);
+  const fs::path tmp =
+      target.parent_path() / fmt::format(".{}.tessera-tmp-{}", target.filename().string(), static_cast<long>(::getpid()));
+  const auto fail = [&](const std::string& why) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw Error(ErrorCode::kIoError, option, fmt::format("cannot write '{}': {}", path, why));
+  };
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) fail(std::strerror(errno));
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.close();
+    if (!out) fail("the write failed (disk full or a file-size limit?); the existing file is unchanged");
+  }
+  std::error_code ec;
+  fs::rename(tmp, target, ec);
+  if (ec) fail(ec.message());
 }
 
 }  // namespace tessera::tools

@@ -166,6 +166,9 @@ std::string plan_table_to_json(const PlanTable& table) {
 }
 
 PlanTable plan_table_from_json(const std::string& text, const std::string& expected_catalog_version) {
+  // nlohmann's parser stops at a NUL byte as at the end of the input: whatever follows one would go unread.
+  if (const std::size_t nul = text.find('\0'); nul != std::string::npos)
+    bad("not valid JSON: a NUL byte at offset " + std::to_string(nul));
   json j;
   try {
     j = json::parse(text);

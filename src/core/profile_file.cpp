@@ -115,11 +115,15 @@ std::vector<ProfileRecord> read_profile_records(const std::string& path, std::st
   char buf[1 << 16];
   int got = 0;
   while ((got = gzread(gz, buf, sizeof buf)) > 0) text.append(buf, static_cast<std::size_t>(got));
+  // gzread returns 0 both at the end and where a gzip stream is cut off; gzerror tells them apart (Z_BUF_ERROR: the
+  // input ended inside a stream), so a truncated .gz is an error, not a shorter record set.
   int zerr = Z_OK;
-  const std::string gz_message = got < 0 ? gzerror(gz, &zerr) : "";
+  const std::string gz_message = gzerror(gz, &zerr);
   gzclose(gz);
-  if (got < 0)
-    throw Error(ErrorCode::kIoError, "--in", fmt::format("cannot read '{}': {}", path, gz_message));
+  if (got < 0 || zerr != Z_OK)
+    throw Error(ErrorCode::kIoError, "--in",
+                fmt::format("cannot read '{}': {}", path,
+                            zerr == Z_BUF_ERROR ? "the gzip data ends early (a truncated file)" : gz_message));
   std::istringstream in(text);
   std::vector<ProfileRecord> records;
   if (present) present->clear();

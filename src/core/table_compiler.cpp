@@ -216,6 +216,9 @@ bool bool_field(const json& j, const char* name) {
 
 ProfileRecord profile_record_from_json(const std::string& line, FeaturePresence* present) {
   ProfileRecord r;
+  // nlohmann's parser stops at a NUL byte as at the end of the input: whatever follows one would go unread.
+  if (const std::size_t nul = line.find('\0'); nul != std::string::npos)
+    throw Error(ErrorCode::kFormatError, "profile", fmt::format("not a JSON record: a NUL byte at column {}", nul + 1));
   try {
     const json j = json::parse(line);
     r.case_id = string_field(j, "case");

@@ -172,6 +172,8 @@ TEST(PlanTableArtifact, RejectsCorruptOrMismatchedArtifacts) {
   expect_format_error(bad_feature, "feature_schema: unknown feature name 'densityX'");
   std::string truncated = good.substr(0, good.size() / 2);
   expect_format_error(truncated, "not valid JSON");
+  // The JSON parser stops at a NUL byte as at the end: a table with anything after one is refused, not read short.
+  expect_format_error(good + std::string("\0garbage{{{", 11), "a NUL byte at offset " + std::to_string(good.size()));
 }
 
 // A one-leaf table of `arch` with one tree `key` whose single ranking is `ranking`, then the base plan `base`.
@@ -344,6 +346,7 @@ TEST(ProfileRecords, NumbersAreJsonNumbers) {
   const std::size_t at = js.find("\"latency_us\":") + 13;
   js.replace(at, js.find(',', at) - at, "true");
   expect_rejected(js, "field 'latency_us' is true, not a finite number");
+  expect_rejected(std::string("{\"case\":\"F/s/0\"}\0 GARBAGE", 25), "a NUL byte at column 17");
   js = good;
   const std::size_t f = js.find("\"density\":") + 10;
   js.replace(f, js.find_first_of(",}", f) - f, "false");

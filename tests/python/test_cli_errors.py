@@ -28,6 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zlib
 
 FAILURES = []
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -99,6 +100,28 @@ def compile_table(tessera, work):
     rc, so, se = run(tessera, "compile-table", "--in", truncated, "--out", out_gz, "--min-leaf", "1")
     check(rc == 2 and "--in" in se and "tessera:" in se, "compile-table on a truncated gzip file: an error naming --in",
           so + se)
+    # cut right after a flushed whole line: what is left decompresses to whole records, and only zlib's end-of-stream
+    # check tells that the file is cut (session 24: such a file compiled from part of its records, exit 0)
+    cut_clean = os.path.join(work, "cut_clean.jsonl.gz")
+    with open(cut_clean, "wb") as raw:
+        z = zlib.compressobj(9, zlib.DEFLATED, 31)  # gzip wrapper
+        raw.write(z.compress((json.dumps(good[0]) + "\n").encode()) + z.flush(zlib.Z_SYNC_FLUSH))
+    before_out = read_bytes(out_gz)
+    rc, so, se = run(tessera, "compile-table", "--in", cut_clean, "--out", out_gz, "--min-leaf", "1")
+    check(rc == 2 and "--in" in se and "truncated" in se and read_bytes(out_gz) == before_out,
+          "compile-table on a gzip file cut at a line boundary: an io error, --out kept", so + se)
+    # a write that fails (a file-size limit here, a full disk in life) leaves the existing table whole and no
+    # temporary file behind
+    def small_files():
+        import resource
+        import signal
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
+    p = subprocess.run([tessera, "compile-table", "--in", path, "--out", out_gz, "--min-leaf", "1"],
+                       capture_output=True, text=True, timeout=600, preexec_fn=small_files)
+    leftovers = [f for f in os.listdir(work) if "tessera-tmp" in f]
+    check(p.returncode == 2 and "--out" in p.stderr and read_bytes(out_gz) == before_out and not leftovers,
+          "compile-table whose write fails keeps the old --out and leaves no temporary file", p.stdout + p.stderr)
     profile_only = os.path.join(work, "profile_only.jsonl")  # no evaluation-split record: no figures to print
     write(profile_only, [record(key, plan, case="F/s0/0", role="default,direct")])
     rc, so, se = run(tessera, "compile-table", "--in", profile_only, "--out", out, "--min-leaf", "1")
