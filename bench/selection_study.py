@@ -23,6 +23,10 @@ leaf rankings by geometric mean, ties by plan id) used only for this exploration
 bench/results/h200_session3/profile.jsonl.gz; 1.0109 / 1.0599 / 1.1784 on all three rounds, 127,998 records;
 seven: see bench/NOTES.md, "Feature study on all three rounds"; twelve: `derived --min-leaf 4` on the embedded
 table's merged records, 1.0147 / 1.1079 / 1.2694). Needs numpy.
+
+RECORDS and CASE_STATS: JSON lines, blank lines skipped, a leading UTF-8 BOM accepted (as `tessera compile-table`); a
+file that cannot be read, holds no valid record or a line that is not one: `selection_study.py: FILE[:LINE]: what` on
+stderr, exit status 2. --min-leaf takes every value after it: give it after the positional arguments.
 """
 import argparse
 import bisect
@@ -30,6 +34,8 @@ import collections
 import gzip
 import json
 import math
+import sys
+import zlib
 
 import numpy as np
 
@@ -80,18 +86,57 @@ CANDIDATES = {  # name: (value from the mask shape s, counters k, mask rows and 
 }
 
 
+PROG = "selection_study.py"
+
+
+def fail(where, what):
+    """Exits with status 2 and one line on stderr: `selection_study.py: <where>: <what>`."""
+    print(f"{PROG}: {where}: {what}", file=sys.stderr)
+    sys.exit(2)
+
+
+def json_lines(path):
+    """(line number, value) of each non-blank line of a .jsonl / .jsonl.gz file, a leading UTF-8 BOM accepted (as
+    `tessera compile-table`); a file that cannot be read or a line that is no JSON exits naming the file (and line)."""
+    try:
+        f = (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8-sig")
+    except OSError as ex:  # missing, a directory, no permission
+        fail(path, f"cannot be read ({ex.strerror or ex})")
+    n = 0
+    try:
+        with f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    value = json.loads(line)
+                except (ValueError, RecursionError) as ex:
+                    fail(f"{path}:{n}", f"not JSON ({type(ex).__name__}: {ex})")
+                yield n, value
+    except UnicodeDecodeError as ex:
+        fail(path, f"not UTF-8 text after line {n} ({ex.reason})")
+    except (OSError, EOFError, zlib.error) as ex:  # a bad or truncated .gz, a read error
+        fail(f"{path}:{n + 1}", f"cannot be read ({getattr(ex, 'strerror', None) or ex})")
+
+
 def load(path):
-    cases = {}
-    with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
-        for line in f:
-            r = json.loads(line)
+    cases, n_records = {}, 0
+    for n, r in json_lines(path):
+        try:
             c = cases.setdefault(r["case"], dict(id=r["case"], key=r["key"], split=r["split"], lat={}, default=None,
                                                  request=r.get("request") or r["source"], features=r["features"]))
             if r["valid"] and r["latency_us"] > 0:
                 c["lat"][r["plan"]] = r["latency_us"]
             if r.get("role", "").startswith("default"):
                 c["default"] = r["plan"]
-    return {k: c for k, c in cases.items() if c["lat"]}
+        except (KeyError, TypeError, AttributeError) as ex:
+            fail(f"{path}:{n}", f"not a profile record ({type(ex).__name__}: {ex})")
+        n_records += 1
+    cases = {k: c for k, c in cases.items() if c["lat"]}
+    if not cases:
+        fail(path, f"holds no valid profile record (valid, latency_us > 0) in {n_records} records" if n_records else
+             "holds no profile record")
+    return cases
 
 
 class Key:
@@ -232,22 +277,29 @@ def noise(cases):
     by_req = collections.defaultdict(list)
     for c in cases.values():
         by_req[(c["key"], c["request"])].append(c)
-    diffs, twin = [], []
+    pairs, diffs, twin = 0, [], []
     for cs in by_req.values():
         for i, a in enumerate(cs):
             for b in cs[i + 1:]:
                 if any(abs(a["features"][f] - b["features"][f]) > 0.005 * max(abs(a["features"][f]), 1e-12)
                        for f in a["features"]):
                     continue
+                pairs += 1
                 ba, bb = min(a["lat"].values()), min(b["lat"].values())
                 diffs += [abs(math.log(a["lat"][p] / ba) - math.log(b["lat"][p] / bb)) for p in set(a["lat"]) & set(b["lat"])]
                 wa, wb = min(a["lat"], key=a["lat"].get), min(b["lat"], key=b["lat"].get)
                 twin += [b["lat"][wa] / bb] if wa in b["lat"] else []
                 twin += [a["lat"][wb] / ba] if wb in a["lat"] else []
+    if not pairs:
+        print("near-duplicate pairs: 0 (no two cases of one key and request with every feature within 0.5%): no noise "
+              "floor to estimate")
+        return
     diffs.sort()
-    print(f"near-duplicate pairs: {len(twin) // 2}; |log latency-ratio difference| median {diffs[len(diffs) // 2]:.4f}, "
-          f"P90 {diffs[int(0.9 * len(diffs))]:.4f}")
-    print("regret of the twin's fastest plan:", summary(twin))
+    print(f"near-duplicate pairs: {pairs}; |log latency-ratio difference| median {diffs[len(diffs) // 2]:.4f}, "
+          f"P90 {diffs[int(0.9 * len(diffs))]:.4f}" if diffs else f"near-duplicate pairs: {pairs}; no plan valid on "
+          "both cases of a pair")
+    if twin:
+        print("regret of the twin's fastest plan:", summary(twin))
 
 
 def positive_int(text):
@@ -255,7 +307,8 @@ def positive_int(text):
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r} (it takes every value after it: give RECORDS "
+                                         "and CASE_STATS before --min-leaf)") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be >= 1 (cases per leaf), got {value}")
     return value
@@ -264,11 +317,12 @@ def positive_int(text):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=["noise", "features", "derived"])
-    ap.add_argument("records")
-    ap.add_argument("case_stats", nargs="?", help="features: tessera profile-refeature --case-stats output")
+    ap.add_argument("records", metavar="RECORDS")
+    ap.add_argument("case_stats", metavar="CASE_STATS", nargs="?",
+                    help="features: tessera profile-refeature --case-stats output")
     ap.add_argument("--min-leaf", type=positive_int, nargs="+", default=[32, 16, 8],
                     help="features, derived: the leaf minimums to compare, each >= 1 (default 32 16 8; the "
-                    "embedded table: 4)")
+                    "embedded table: 4); after the positional arguments (it takes every value that follows)")
     ap.add_argument("--only", nargs="+", help="features: only these candidates")
     ap.add_argument("--drop", nargs="+", help="features: schema features left out in every row (--drop "
                     "row_imbalance gives the six-feature schema of format version 1)")
@@ -285,26 +339,33 @@ def main():
                                 ("--quantiles", a.quantiles)) if v]
         if given:
             ap.error(f"{', '.join(given)}: for features only, not {a.what}")
+    elif not a.case_stats:
+        ap.error("features needs CASE_STATS (tessera profile-refeature --case-stats)")
     cases = load(a.records)
     if a.what == "noise":
         return noise(cases)
+    no_profile = sorted({c["key"] for c in cases.values()} -
+                        {c["key"] for c in cases.values() if c["split"] == "profile"})
+    if no_profile:
+        fail(a.records, f"no profiling-split case (split \"profile\") of key {no_profile[0]}" +
+             (f" and {len(no_profile) - 1} more" if len(no_profile) > 1 else ""))
     if a.what == "derived":
         return derived(cases, a.min_leaf, a.per_key)
-    if not a.case_stats:
-        ap.error("features needs CASE_STATS (tessera profile-refeature --case-stats)")
     schema = [f for f in SCHEMA if f not in (a.drop or [])]
     names = [n for n in CANDIDATES if (not a.only or n in a.only) and n not in schema]
     edges = dict(SCHEMA)
-    for line in open(a.case_stats):
-        s = json.loads(line)
-        if s["case"] not in cases:
-            continue
-        c = cases[s["case"]]
-        sh, k = s["shape"], s["counters"]
-        rows = sh["batch"] * sh["heads"] * sh["n_qb"]
-        for name in names:
-            fn, edges[name] = CANDIDATES[name]
-            c["features"][name] = fn(sh, k, rows, c["features"]["batch_heads"])
+    for n, s in json_lines(a.case_stats):
+        try:
+            if s["case"] not in cases:
+                continue
+            c = cases[s["case"]]
+            sh, k = s["shape"], s["counters"]
+            rows = sh["batch"] * sh["heads"] * sh["n_qb"]
+            for name in names:
+                fn, edges[name] = CANDIDATES[name]
+                c["features"][name] = fn(sh, k, rows, c["features"]["batch_heads"])
+        except (KeyError, TypeError, ZeroDivisionError) as ex:
+            fail(f"{a.case_stats}:{n}", f"not a case-stats line ({type(ex).__name__}: {ex})")
     if a.quantiles:  # edges at quantiles of the profiling cases' values (all keys), instead of the fixed ones
         for name in names:
             v = np.array([c["features"][name] for c in cases.values() if c["split"] == "profile"])

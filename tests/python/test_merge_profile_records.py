@@ -2,8 +2,10 @@
 replacing its older records): the merge and its per-file counts on stderr, .gz inputs and blank lines; the command
 line (-h, no arguments, an OUT that is one of the inputs: argparse errors, no file written); inputs that cannot be
 read or hold a bad line (missing, a directory, a bad or cut .gz, bytes that are not UTF-8, not a record, a 'case'
-that is no string): one line naming the file (and line), exit 2, OUT not written, never a traceback. Stdlib only;
-made-up records, no binary."""
+that is no string): one line naming the file (and line), exit 2, OUT not written, never a traceback. A failed write
+(the file-size limit) leaves the previous OUT and no temporary file; OUT replaced with its permissions, through a
+symlink, `-` and /dev/stdout for stdout; an input given twice refused, an empty one a warning. Stdlib only (Linux
+for the file-size limit); made-up records, no binary."""
 import gzip
 import json
 import os
@@ -86,3 +88,52 @@ def test_bad_inputs_are_one_line(tmp_path):
         assert "Traceback" not in se and not (tmp_path / "out.jsonl").exists(), se
     rc, so, se = merge(tmp_path, tmp_path / "dir.jsonl" / "no" / "out.jsonl", good)
     assert rc == 2 and se.splitlines()[-1].startswith("merge_profile_records.py: ") and "cannot be written" in se, se
+
+
+def test_failed_write_keeps_the_previous_out(tmp_path):
+    """A write that fails midway (here the file-size limit, as `ulimit -f 100`; a full disk alike) leaves the previous
+    OUT as it was and no temporary file behind."""
+    import resource
+    big = write(tmp_path / "big.jsonl", [rec(f"F/s/{i}", "p" * 100) for i in range(2000)])  # ~250 KB
+    out = tmp_path / "prev.jsonl"
+    out.write_text("previous\n")
+    limit = 100 * 1024
+    p = subprocess.run([sys.executable, SCRIPT, str(out), big], capture_output=True, text=True, timeout=60,
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+    last = p.stderr.splitlines()[-1]
+    assert p.returncode == 2 and last.startswith(f"merge_profile_records.py: {out}: cannot be written ("), p.stderr
+    assert "Traceback" not in p.stderr and out.read_text() == "previous\n", p.stderr
+    assert sorted(os.listdir(tmp_path)) == ["big.jsonl", "prev.jsonl"]  # the temporary file removed
+
+
+def test_out_replaced_stdout_and_special_files(tmp_path):
+    a = write(tmp_path / "a.jsonl", [rec("F/s/0", "p")])
+    want = json.dumps(rec("F/s/0", "p")) + "\n"
+    out = tmp_path / "out.jsonl"
+    out.write_text("older\n")
+    out.chmod(0o640)
+    rc, so, se = merge(tmp_path, "out.jsonl", a)
+    assert rc == 0 and out.read_text() == want and (out.stat().st_mode & 0o777) == 0o640, se
+    (tmp_path / "link.jsonl").symlink_to("out.jsonl")  # a symlink: the file it names is replaced, the link stays
+    out.write_text("older\n")
+    rc, so, se = merge(tmp_path, "link.jsonl", a)
+    assert rc == 0 and (tmp_path / "link.jsonl").is_symlink() and out.read_text() == want, se
+    for target in ("-", "/dev/stdout"):  # stdout (a pipe here): written directly
+        rc, so, se = merge(tmp_path, target, a)
+        assert rc == 0 and so == want and se.endswith("\n1 records\n"), se
+    assert sorted(os.listdir(tmp_path)) == ["a.jsonl", "link.jsonl", "out.jsonl"]  # no file named "-"
+
+
+def test_input_given_twice_and_empty_input(tmp_path):
+    a = write(tmp_path / "a.jsonl", [rec("F/s/0", "p")])
+    os.link(a, tmp_path / "hard.jsonl")
+    for args, want in [(("a.jsonl", "a.jsonl"), "a.jsonl: input given twice"),
+                       ((a, "./a.jsonl"), f"./a.jsonl: input given twice (also as {a})"),
+                       (("a.jsonl", "hard.jsonl"), "hard.jsonl: input given twice (also as a.jsonl)")]:
+        rc, so, se = merge(tmp_path, "out.jsonl", *args)
+        assert rc == 2 and se == f"merge_profile_records.py: {want}\n", se
+        assert not (tmp_path / "out.jsonl").exists()
+    (tmp_path / "empty.jsonl").write_text("\n")
+    rc, so, se = merge(tmp_path, "out.jsonl", "a.jsonl", "empty.jsonl")  # merged as nothing, with a warning
+    assert rc == 0 and "merge_profile_records.py: warning: empty.jsonl: holds no record\n" in se, se
+    assert (tmp_path / "out.jsonl").read_text() == json.dumps(rec("F/s/0", "p")) + "\n"
