@@ -68,6 +68,8 @@ def json_lines(path):
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as ex:
                 fail(f"{name}:{n}", f"not UTF-8 text ({ex.reason} at byte {ex.start + 1} of the line)")
+            if n == 1 and line.startswith("\ufeff"):  # a byte-order mark, as tessera's readers accept
+                line = line[1:]
             if not line.strip():
                 continue
             try:
@@ -86,7 +88,11 @@ def longest_row_share_sms(features):
 
 
 def checked(obj):
-    """(key, split, features) of a --list-features object; ValueError naming the first field of the wrong type."""
+    """(key, split, features) of a --list-features object; ValueError naming the first field of the wrong type, or
+    saying that the object is a profile record (records go to --exclude)."""
+    if "plan" in obj and "latency_us" in obj:
+        raise ValueError("a profile record (fields 'plan', 'latency_us'), not a --list-features line: give record "
+                         "files with --exclude")
     for field in ("key", "split"):
         if not isinstance(obj.get(field), str):
             raise ValueError(f"field '{field}' is not a string: {json.dumps(obj.get(field))}")

@@ -131,7 +131,7 @@ std::vector<ProfileRecord> read_profile_records(const std::string& path, std::st
   int line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
-    if (line.empty()) continue;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines, as the bench scripts skip
     try {
       FeaturePresence p{};
       records.push_back(profile_record_from_json(line, present ? &p : nullptr));

@@ -26,7 +26,7 @@ std::set<std::string> resume_profile_file(const std::string& path, int* repaired
 void append_case_records(const std::string& path, const std::vector<ProfileRecord>& records);
 
 /// Reads a whole records file named by option `--in`, plain or gzip-compressed (`*.jsonl.gz`, as committed under
-/// bench/results; told apart by its content, not its name): each non-empty line is parsed (profile_record_from_json, with
+/// bench/results; told apart by its content, not its name): each line not blank (spaces, tabs, CR) is parsed (profile_record_from_json, with
 /// `present` when given: records of an older feature schema are accepted and their features marked) and checked
 /// (check_profile_record against `arch`, then check_profile_record_set). Throws Error(kIoError, "--in") for a
 /// directory or an unreadable file, Error(kFormatError, "--in", "<path> line <n>: ...") for a bad record and

@@ -148,6 +148,11 @@ TEST_F(ProfileFile, ReadRejectsBadCaseIdsNamingTheLine) {
     out << profile_record_to_json(good) << "\n";
   }
   EXPECT_EQ(read_profile_records(path_, "sm90a").size(), 1u);
+  {  // blank lines (spaces, tabs, a CR) are skipped, as the bench scripts skip them
+    std::ofstream out(path_, std::ios::trunc);
+    out << "  \t\r\n" << profile_record_to_json(good) << "\n\n \n";
+  }
+  EXPECT_EQ(read_profile_records(path_, "sm90a").size(), 1u);
 }
 
 }  // namespace

@@ -131,3 +131,13 @@ def test_unreadable_file_is_a_message_not_a_traceback(tmp_path):
     for path in (tmp_path / "missing.jsonl", tmp_path):
         p = subprocess.run([sys.executable, SCRIPT, str(path)], capture_output=True, text=True, timeout=60)
         assert p.returncode != 0 and "cannot be read" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_bom_accepted_and_records_refused_as_features(tmp_path):
+    """A byte-order mark before the first line is skipped (tessera's readers accept one); a profile record given as
+    FEATURES (an easy slip for --exclude) is an error that says so."""
+    rc, ids, err = pick(tmp_path, ["\ufeff" + line("F/s/0", 0.5), line("F/s/1", 3.0)], "--low", "1", "--high", "2")
+    assert rc == 0 and ids == ["F/s/0", "F/s/1"], err
+    record = {"case": "F/s/0", "split": "profile", "key": "k", "plan": "p", "latency_us": 1.0, "features": {}}
+    rc, ids, err = pick(tmp_path, [json.dumps(record)])
+    assert rc == 2 and ids == [] and "a profile record" in err and "--exclude" in err, err
