@@ -85,7 +85,9 @@ void run_compile(const CompileArgs& a) {
     fmt::print("per-case regret ({} cases) -> {}\n", rep.per_case.size(), *a.eval_report);
   }
   if (rep.cases == 0) {  // RegretReport's figures default to 1: printing them would claim a perfect table
-    fmt::print("regret and speedup over Direct: not computed: no evaluation-split case has a tree for its key\n");
+    fmt::print("regret and speedup over Direct: not computed: {}\n",
+               eval.empty() ? "the records hold no evaluation-split case (\"split\": \"eval\")"
+                            : "no evaluation-split case has a tree for its key");
     return;
   }
   fmt::print("regret vs fastest measured plan: geomean {:.4f}, P95 {:.4f}, P99 {:.4f}, max {:.4f}\n", rep.geomean_regret,
