@@ -15,12 +15,12 @@ Usage: bench/merge_profile_records.py OUT.jsonl IN1 [IN2 ...]   (in the order th
 The embedded sm90a table: docs/selection.md, "The embedded H200 table (sm90a)", lists the inputs in order.
 """
 import argparse
-import gzip
 import json
 import os
 import stat
 import sys
-import zlib
+
+from json_lines import json_lines
 
 PROG = "merge_profile_records.py"
 
@@ -41,29 +41,14 @@ def same_file(a, b):
 
 def read_records(f):
     """The records of one .jsonl / .jsonl.gz file, blank lines skipped; exits naming the file (and line)."""
-    op = gzip.open if f.endswith('.gz') else open
-    try:
-        fh = op(f, 'rt')
-    except OSError as ex:  # missing, a directory, no permission
-        fail(f, f"cannot be read ({ex.strerror or ex})")
     rs = []
-    n = 0
-    try:
-        with fh:
-            for n, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    r = json.loads(line)
-                    if not isinstance(r['case'], str):
-                        raise TypeError(f"field 'case' is not a string: {json.dumps(r['case'])}")
-                except (ValueError, KeyError, TypeError, RecursionError) as ex:
-                    fail(f"{f}:{n}", f"not a profile record ({type(ex).__name__}: {ex})")
-                rs.append(r)
-    except UnicodeDecodeError as ex:
-        fail(f, f"not UTF-8 text after line {n} ({ex.reason})")
-    except (OSError, EOFError, zlib.error) as ex:  # a bad or truncated .gz, a read error
-        fail(f"{f}:{n + 1}", f"cannot be read ({getattr(ex, 'strerror', None) or ex})")
+    for n, r in json_lines(f, fail, bad_json="not a profile record"):
+        try:
+            if not isinstance(r['case'], str):
+                raise TypeError(f"field 'case' is not a string: {json.dumps(r['case'])}")
+        except (KeyError, TypeError) as ex:
+            fail(f"{f}:{n}", f"not a profile record ({type(ex).__name__}: {ex})")
+        rs.append(r)
     return rs
 
 

@@ -31,13 +31,12 @@ stderr, exit status 2. --min-leaf takes every value after it: give it after the 
 import argparse
 import bisect
 import collections
-import gzip
-import json
 import math
 import sys
-import zlib
 
 import numpy as np
+
+from json_lines import json_lines
 
 SCHEMA = {  # src/core/features.cpp, FeatureSchema::default_schema()
     "batch_heads": [8, 16, 24, 32, 48, 64, 128, 256],
@@ -95,33 +94,15 @@ def fail(where, what):
     sys.exit(2)
 
 
-def json_lines(path):
+def records_lines(path):
     """(line number, value) of each non-blank line of a .jsonl / .jsonl.gz file, a leading UTF-8 BOM accepted (as
     `tessera compile-table`); a file that cannot be read or a line that is no JSON exits naming the file (and line)."""
-    try:
-        f = (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8-sig")
-    except OSError as ex:  # missing, a directory, no permission
-        fail(path, f"cannot be read ({ex.strerror or ex})")
-    n = 0
-    try:
-        with f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    value = json.loads(line)
-                except (ValueError, RecursionError) as ex:
-                    fail(f"{path}:{n}", f"not JSON ({type(ex).__name__}: {ex})")
-                yield n, value
-    except UnicodeDecodeError as ex:
-        fail(path, f"not UTF-8 text after line {n} ({ex.reason})")
-    except (OSError, EOFError, zlib.error) as ex:  # a bad or truncated .gz, a read error
-        fail(f"{path}:{n + 1}", f"cannot be read ({getattr(ex, 'strerror', None) or ex})")
+    return json_lines(path, fail, encoding="utf-8-sig")
 
 
 def load(path):
     cases, n_records = {}, 0
-    for n, r in json_lines(path):
+    for n, r in records_lines(path):
         try:
             c = cases.setdefault(r["case"], dict(id=r["case"], key=r["key"], split=r["split"], lat={}, default=None,
                                                  request=r.get("request") or r["source"], features=r["features"]))
@@ -354,7 +335,7 @@ def main():
     schema = [f for f in SCHEMA if f not in (a.drop or [])]
     names = [n for n in CANDIDATES if (not a.only or n in a.only) and n not in schema]
     edges = dict(SCHEMA)
-    for n, s in json_lines(a.case_stats):
+    for n, s in records_lines(a.case_stats):
         try:
             if s["case"] not in cases:
                 continue

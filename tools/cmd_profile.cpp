@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
-#include <filesystem>
 #include <map>
 #include <regex>
 #include <set>
@@ -196,17 +195,9 @@ void run_profile(const ProfileArgs& a) {
   }
   check_output_dir(a.out, "--out");  // appended after each case: an unwritable path fails before any profiling
   // --out is appended to and repaired on resume: it must not be one of the inputs (same file under any name).
-  std::vector<std::pair<std::string, const char*>> inputs;
-  if (a.case_ids_given) inputs.emplace_back(a.case_ids, "--case-ids");
+  if (a.case_ids_given) check_not_input(a.out, a.case_ids, "--out", "--case-ids");
   for (const Item& it : items)
-    if (!it.path.empty()) inputs.emplace_back(it.path, "--masks");
-  for (const auto& [path, option] : inputs) {
-    std::error_code ec;
-    if (std::filesystem::equivalent(a.out, path, ec))
-      throw Error(ErrorCode::kInvalidArgument, "--out",
-                  fmt::format("'{}' is the {} file '{}': profile records go to a file of their own", a.out, option,
-                              path));
-  }
+    if (!it.path.empty()) check_not_input(a.out, it.path, "--out", "--masks");
   if (cuda_device_count() == 0) throw Error(ErrorCode::kUnsupported, "device", "tessera profile needs a CUDA GPU");
   int repaired = 0;
   const std::set<std::string> done = resume_profile_file(a.out, &repaired);
